@@ -1,0 +1,39 @@
+# The README's two commands:
+#   make run   - install missing Debian packages, build, run `kgpu inventory` on a simulated 8-GPU node
+#   make test  - install missing Debian packages, build, run the whole test suite (plain and ASan+UBSan)
+JOBS ?= 2
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+NODE ?= examples/nodes/dgx-h100.yaml
+CMAKE_COMMON = -G Ninja -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+
+.PHONY: setup build build-asan run test test-plain test-asan clean
+
+setup:
+	@scripts/setup.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DKGPU_SANITIZE=ON
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: setup $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+run: build
+	KGPU_FAKE_NVML_CONFIG=$(NODE) $(BUILD)/kgpu inventory --nvml-library $(BUILD)/tools/fake-nvml/libnvidia-ml.so.1
+
+test-plain: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test: test-plain test-asan
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

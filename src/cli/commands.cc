@@ -1,0 +1,160 @@
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "gpu/node.h"
+#include "gpu/report.h"
+
+namespace kgpu::cli {
+
+namespace {
+
+struct GlobalOptions {
+  std::string nvml_library;
+};
+
+Result<std::unique_ptr<gpu::Node>> open_node(const GlobalOptions& g) {
+  return gpu::Node::open(nvml::resolve_library_path(g.nvml_library));
+}
+
+int report(const Error& e) {
+  fmt::print(stderr, "kgpu: {}\n", e.message);
+  return 1;
+}
+
+int cmd_inventory(const GlobalOptions& g, bool as_json) {
+  auto node = open_node(g);
+  if (!node) return report(node.error());
+  auto inv = (*node)->inventory();
+  if (!inv) return report(inv.error());
+  if (as_json) {
+    std::cout << gpu::to_json(*inv).dump(2) << "\n";
+  } else {
+    std::cout << gpu::inventory_table(*inv);
+  }
+  return 0;
+}
+
+int cmd_telemetry(const GlobalOptions& g, bool as_json, int samples, int interval_ms) {
+  auto node = open_node(g);
+  if (!node) return report(node.error());
+  std::vector<gpu::Telemetry> ts;
+  for (int i = 0; i < samples; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    ts = (*node)->telemetry();
+  }
+  if (as_json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& t : ts) j.push_back(gpu::to_json(t));
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << gpu::telemetry_table(ts);
+  }
+  return 0;
+}
+
+int cmd_processes(const GlobalOptions& g, bool as_json) {
+  auto node = open_node(g);
+  if (!node) return report(node.error());
+  auto count = (*node)->device_count();
+  if (!count) return report(count.error());
+  nlohmann::json j = nlohmann::json::array();
+  int status = 0;
+  for (unsigned i = 0; i < *count; ++i) {
+    auto ps = (*node)->processes(i);
+    if (!ps) {
+      fmt::print(stderr, "kgpu: {}\n", ps.error().message);
+      status = 1;
+      continue;
+    }
+    for (const auto& p : *ps) {
+      if (as_json) {
+        auto pj = gpu::to_json(p);
+        pj["gpu"] = i;
+        j.push_back(std::move(pj));
+      } else {
+        std::cout << fmt::format("GPU {}  pid {:>8}  {:>8} MiB{}\n", i, p.pid,
+                                 p.used_memory_bytes ? fmt::format("{}", *p.used_memory_bytes >> 20) : "-",
+                                 p.gpu_instance_id ? fmt::format("  GI {}", *p.gpu_instance_id) : "");
+      }
+    }
+  }
+  if (as_json) std::cout << j.dump(2) << "\n";
+  return status;
+}
+
+int cmd_events(const GlobalOptions& g, double duration_s, int max_count) {
+  auto node = open_node(g);
+  if (!node) return report(node.error());
+  std::mutex mu;
+  std::condition_variable cv;
+  int seen = 0;
+  auto watcher = gpu::EventWatcher::start(
+      **node,
+      [&](const gpu::Event& e) {
+        std::lock_guard lock(mu);
+        std::cout << gpu::to_json(e).dump() << std::endl;
+        ++seen;
+        cv.notify_all();
+      },
+      std::chrono::milliseconds(200));
+  if (!watcher) return report(watcher.error());
+  for (const auto& e : (*watcher)->registration_errors()) fmt::print(stderr, "kgpu: warning: {}\n", e);
+  std::unique_lock lock(mu);
+  cv.wait_for(lock, std::chrono::duration<double>(duration_s), [&] { return max_count > 0 && seen >= max_count; });
+  lock.unlock();
+  (*watcher)->stop();
+  return 0;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  CLI::App app{"kgpu: the GPU layer of Kubernetes (scheduling, sharing and monitoring of NVIDIA GPUs)"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global options are accepted after the subcommand too
+  GlobalOptions g;
+  app.add_option("--nvml-library", g.nvml_library,
+                 "NVML library to load (default: $KGPU_NVML_LIBRARY, else libnvidia-ml.so.1)")
+      ->envname("")
+      ->type_name("PATH");
+
+  bool json = false;
+  auto* inventory = app.add_subcommand("inventory", "List the node's GPUs, MIG devices and interconnect");
+  inventory->add_flag("--json", json, "Print JSON (fields documented in docs/inventory-json.md)");
+
+  int samples = 2, interval_ms = 200;
+  auto* telemetry = app.add_subcommand("telemetry", "Read every GPU's telemetry once");
+  telemetry->add_flag("--json", json, "Print JSON");
+  telemetry->add_option("--samples", samples, "Samples to take (GPM ratios need two)")->check(CLI::Range(1, 1000));
+  telemetry->add_option("--interval-ms", interval_ms, "Time between samples")->check(CLI::Range(0, 600000));
+
+  auto* processes = app.add_subcommand("processes", "List the compute processes on every GPU");
+  processes->add_flag("--json", json, "Print JSON");
+
+  double duration_s = 10;
+  int max_count = 0;
+  auto* events = app.add_subcommand("events", "Print XID and ECC events as JSON lines");
+  events->add_option("--duration", duration_s, "Seconds to watch")->check(CLI::Range(0.0, 1e9));
+  events->add_option("--count", max_count, "Stop after this many events (0: no limit)")->check(CLI::NonNegativeNumber);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (*inventory) return cmd_inventory(g, json);
+  if (*telemetry) return cmd_telemetry(g, json, samples, interval_ms);
+  if (*processes) return cmd_processes(g, json);
+  if (*events) return cmd_events(g, duration_s, max_count);
+  return 2;
+}
+
+}  // namespace kgpu::cli

@@ -1,0 +1,106 @@
+// The node's GPUs read through NVML: inventory, telemetry, processes, and the XID/ECC event stream.
+//
+// One GPU failing (GPU_IS_LOST, any error) never stops the others: its GpuInfo/Telemetry carries
+// the error and the rest are read as usual. A value the GPU does not support is nullopt; other
+// failed calls are also listed (call name + NVML code) for the agent's error counters.
+//
+// Thread safety: all const methods may run concurrently. telemetry() is internally serialized
+// (it keeps the previous GPM samples per GPU); it may run concurrently with the const methods.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "gpu/nvml/library.h"
+#include "gpu/types.h"
+
+namespace kgpu::gpu {
+
+class Node {
+ public:
+  // Loads `library_path` (see nvml::resolve_library_path) and initializes NVML.
+  static Result<std::unique_ptr<Node>> open(const std::string& library_path);
+  ~Node();
+
+  const nvml::Library& library() const { return *lib_; }
+
+  Result<unsigned> device_count() const;
+
+  // Everything static about the node. Fails only when NVML cannot even count the GPUs.
+  Result<Inventory> inventory() const;
+
+  // One entry per GPU, then one per MIG device (gpu_instance_id set). GPM ratios appear from the
+  // second call on, once two samples are at least 100 ms apart.
+  std::vector<Telemetry> telemetry();
+
+  Result<std::vector<ProcessInfo>> processes(unsigned gpu_index) const;
+  // Per-process utilization samples newer than `since_us` (NVML timestamps, microseconds).
+  // Empty when there are none; kNotSupported on MIG-enabled GPUs.
+  Result<std::vector<ProcessUtilization>> process_utilization(unsigned gpu_index, uint64_t since_us) const;
+
+  // Handle of GPU `index`; errors name the GPU.
+  Result<nvml::Device> handle(unsigned index) const;
+
+ private:
+  explicit Node(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
+  GpuInfo read_gpu(unsigned index) const;
+  void read_mig(nvml::Device dev, GpuInfo& gpu) const;
+  void read_gpm(unsigned index, nvml::Device dev, Telemetry& t);
+
+  std::unique_ptr<nvml::Library> lib_;
+
+  struct GpmState {
+    nvml::GpmSample sample = nullptr;
+    std::chrono::steady_clock::time_point taken;
+  };
+  std::mutex telemetry_mu_;
+  std::map<unsigned, GpmState> gpm_;  // guarded by telemetry_mu_
+};
+
+// Delivers XID and ECC events from NVML on its own thread until stopped.
+//
+// The callback runs on the watcher's thread; it must not block for long. Stop (or destruction)
+// returns within about one wait timeout.
+class EventWatcher {
+ public:
+  using Callback = std::function<void(const Event&)>;
+
+  // Registers every GPU for the event types it supports among XID, single- and double-bit ECC.
+  // A GPU that cannot be registered is reported in registration_errors() and skipped; fails only
+  // when no event set can be created at all.
+  static Result<std::unique_ptr<EventWatcher>> start(const Node& node, Callback callback,
+                                                     std::chrono::milliseconds wait_timeout = std::chrono::milliseconds(500));
+  ~EventWatcher();
+  void stop();
+
+  const std::vector<std::string>& registration_errors() const { return registration_errors_; }
+
+ private:
+  EventWatcher(const Node& node, Callback cb, std::chrono::milliseconds timeout)
+      : node_(node), callback_(std::move(cb)), timeout_(timeout) {}
+  void run();
+
+  const Node& node_;
+  Callback callback_;
+  std::chrono::milliseconds timeout_;
+  nvml::EventSet set_ = nullptr;
+  std::map<nvml::Device, unsigned> index_of_;
+  std::map<nvml::Device, std::string> uuid_of_;
+  std::vector<std::string> registration_errors_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+// Architecture name ("Hopper") and GFD family ("hopper") for an NVML architecture value.
+const char* architecture_name(unsigned arch);
+std::string architecture_family(unsigned arch);
+
+}  // namespace kgpu::gpu
