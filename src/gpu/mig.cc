@@ -1,6 +1,7 @@
 #include "gpu/mig.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "gpu/nvml/abi.h"
 
@@ -67,10 +68,8 @@ Result<std::vector<Placed>> place(const std::vector<std::pair<const Shape*, std:
       bool allowed = false;
       for (unsigned a : s.starts) allowed = allowed || a == *fixed;
       if (!allowed) {
-        std::string list;
-        for (unsigned a : s.starts) list += (list.empty() ? "" : ",") + std::to_string(a);
         return fail(ErrorCode::kInvalidArgument, "instance {} ({}): placement {} is not allowed (allowed: {})", n,
-                    s.key, *fixed, list);
+                    s.key, *fixed, fmt::join(s.starts, ","));
       }
       if (!fits(s, *fixed)) {
         return fail(ErrorCode::kInvalidArgument,

@@ -1,6 +1,7 @@
 #include "state.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -30,9 +31,7 @@ struct Ctx {
     for (const auto& kv : n) {
       const auto k = kv.first.as<std::string>();
       if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; })) {
-        std::string list;
-        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        error(kv.first, path, fmt::format("unknown field '{}' (known: {})", k, list));
+        error(kv.first, path, fmt::format("unknown field '{}' (known: {})", k, fmt::join(allowed, ", ")));
       }
     }
   }
@@ -162,7 +161,7 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
     const auto name = c.get<std::string>(e["profile"], p + ".profile");
     const MigProfileSpec* found = nullptr;
     const gpu::mig::Shape* shape = nullptr;
-    std::string known;
+    std::vector<std::string> known;
     for (const auto& prof : g.model->mig) {
       const auto* s = [&]() -> const gpu::mig::Shape* {
         for (const auto& sh : gpu::mig::shapes()) {
@@ -171,7 +170,7 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
         return nullptr;
       }();
       const auto full = gpu::mig::profile_name(s->compute_slices, prof.memory_mib, s->media_engines);
-      known += (known.empty() ? "" : ", ") + full;
+      known.push_back(full);
       if (name == full) {
         found = &prof;
         shape = s;
@@ -179,7 +178,7 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
     }
     if (found == nullptr) {
       c.error(e["profile"], p + ".profile",
-              fmt::format("no MIG profile '{}' on {} (profiles: {})", name, g.model->name, known));
+              fmt::format("no MIG profile '{}' on {} (profiles: {})", name, g.model->name, fmt::join(known, ", ")));
     }
     profiles.push_back(found);
     std::optional<unsigned> start;
@@ -332,9 +331,9 @@ Node parse(const Ctx& c, const YAML::Node& root) {
     const auto key = c.get<std::string>(root["preset"], "preset");
     preset = find_node_preset(key);
     if (preset == nullptr) {
-      std::string known;
-      for (const auto& p : node_presets()) known += (known.empty() ? "" : ", ") + std::string(p.key);
-      c.error(root["preset"], "preset", fmt::format("unknown node preset '{}' (known: {})", key, known));
+      std::vector<std::string> known;
+      for (const auto& p : node_presets()) known.emplace_back(p.key);
+      c.error(root["preset"], "preset", fmt::format("unknown node preset '{}' (known: {})", key, fmt::join(known, ", ")));
     }
     const ModelSpec* m = find_model(preset->model);
     for (unsigned i = 0; i < preset->gpus; ++i) {
@@ -373,9 +372,9 @@ Node parse(const Ctx& c, const YAML::Node& root) {
       const auto key = c.get<std::string>(e["model"], path + ".model");
       const ModelSpec* m = find_model(key);
       if (m == nullptr) {
-        std::string known;
-        for (const auto& mm : models()) known += (known.empty() ? "" : ", ") + std::string(mm.key);
-        c.error(e["model"], path + ".model", fmt::format("unknown GPU model '{}' (known: {})", key, known));
+        std::vector<std::string> known;
+        for (const auto& mm : models()) known.emplace_back(mm.key);
+        c.error(e["model"], path + ".model", fmt::format("unknown GPU model '{}' (known: {})", key, fmt::join(known, ", ")));
       }
       const unsigned count = e["count"] ? c.get<unsigned>(e["count"], path + ".count") : 1;
       if (count == 0 || count > 64) c.error(e["count"], path + ".count", "must be 1..64");
