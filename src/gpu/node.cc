@@ -201,8 +201,12 @@ GpuInfo Node::read_gpu(unsigned index) const {
     g.cc_minor = minor;
   }
   if (lib_->call(s.nvmlDeviceGetNumaNodeId, dev, &u) == kSuccess) g.numa_node = u;
-  DeviceAttributes attr{};
-  if (lib_->call(s.nvmlDeviceGetAttributes_v2, dev, &attr) == kSuccess) g.sm_count = attr.multiprocessorCount;
+  // nvmlDeviceGetAttributes_v2 answers only for MIG handles on real drivers; a whole MIG-capable
+  // GPU's SM count is that of its 7-slice GPU-instance profile.
+  GpuInstanceProfileInfo full{};
+  if (lib_->call(s.nvmlDeviceGetGpuInstanceProfileInfo, dev, kGpuInstanceProfile7Slice, &full) == kSuccess) {
+    g.sm_count = full.multiprocessorCount;
+  }
   if (lib_->call(s.nvmlDeviceGetMaxClockInfo, dev, kClockSm, &u) == kSuccess) g.max_sm_clock_mhz = u;
   if (lib_->call(s.nvmlDeviceGetMaxClockInfo, dev, kClockMem, &u) == kSuccess) g.max_mem_clock_mhz = u;
   if (lib_->call(s.nvmlDeviceGetPowerManagementLimit, dev, &u) == kSuccess) g.power_limit_mw = u;

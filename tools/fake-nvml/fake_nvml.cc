@@ -68,10 +68,27 @@ class Fake {
   std::vector<Handle*> gpu_handles;
   std::vector<std::vector<Handle*>> mig_handles;
   std::vector<uint64_t> mig_generation;
+  uint64_t generations = 0;  // never reset, so a stale MIG handle never matches
   std::set<unsigned> lost_seen;
   size_t xids_seen = 0;
   std::set<EventSetImpl*> sets;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+
+  // Forgets the node; handles given out before stay valid memory but no longer resolve.
+  void reset() {
+    loaded = false;
+    path.clear();
+    mtime = {};
+    size = -1;
+    last_error.clear();
+    node = Node{};
+    for (auto* h : gpu_handles) h->gpu = ~0u;
+    gpu_handles.clear();
+    mig_handles.clear();
+    mig_generation.clear();
+    lost_seen.clear();
+    xids_seen = 0;
+  }
 
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
 
@@ -123,7 +140,7 @@ class Fake {
     mig_generation.resize(node.gpus.size(), 0);
     for (size_t i = 0; i < node.gpus.size(); ++i) {
       if (i < old_layout.size() && old_layout[i] == layout_key(node.gpus[i]) && !mig_handles[i].empty()) continue;
-      ++mig_generation[i];
+      mig_generation[i] = ++generations;
       mig_handles[i].clear();
       for (size_t k = 0; k < node.gpus[i].mig.size(); ++k) {
         arena.push_back(Handle{static_cast<unsigned>(i), static_cast<int>(k), mig_generation[i]});
@@ -290,6 +307,7 @@ std::string error_text(Return r) {
 FAKE_API Return nvmlInitWithFlags(unsigned int) {
   Fake& f = fake();
   std::lock_guard lock(f.mu);
+  if (f.init_count == 0) f.reset();  // a fresh initialization reads $KGPU_FAKE_NVML_CONFIG again
   if (!f.refresh()) return kErrorUnknown;
   if (f.node.init_error) return *f.node.init_error;
   ++f.init_count;
@@ -926,10 +944,7 @@ FAKE_API Return nvmlDeviceGetAttributes_v2(Device d, DeviceAttributes* a) {
                           c.mig->shape->compute_slices, c.mig->shape->compute_slices, p.memory_mib};
     return kSuccess;
   }
-  const auto& m = *c.gpu->model;
-  const unsigned slices = m.mig.empty() ? 0 : kgpu::gpu::mig::kComputeSlices;
-  *a = DeviceAttributes{m.sm_count, 0, 0, 0, 0, 0, slices, slices, m.memory_mib};
-  return kSuccess;
+  return kErrorNotSupported;  // real drivers answer only for MIG device handles
 }
 
 // ---- topology ----
