@@ -5,8 +5,9 @@
 // device involved. Exceptions do not cross module boundaries; main() and server handlers catch.
 #pragma once
 
-#include <expected>
 #include <fmt/format.h>
+
+#include <expected>
 #include <string>
 #include <utility>
 
@@ -17,9 +18,9 @@ enum class ErrorCode {
   kNotFound,         // a file, library, device or object that is not there
   kNotSupported,     // the hardware or driver does not provide this
   kPermissionDenied,
-  kUnavailable,      // a peer (driver, kubelet) is not answering now; may recover
-  kGpuLost,          // a GPU fell off the bus or needs a reset
-  kInternal,         // a bug or an unexpected state
+  kUnavailable,  // a peer (driver, kubelet) is not answering now; may recover
+  kGpuLost,      // a GPU fell off the bus or needs a reset
+  kInternal,     // a bug or an unexpected state
 };
 
 const char* error_code_name(ErrorCode code);

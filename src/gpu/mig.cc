@@ -55,13 +55,11 @@ Result<std::vector<Placed>> place(const std::vector<std::pair<const Shape*, std:
     const Shape& s = *requests[n].first;
     const auto& fixed = requests[n].second;
     if (compute + s.compute_slices > kComputeSlices) {
-      return fail(ErrorCode::kInvalidArgument,
-                  "instance {} ({}): needs {} compute slices but only {} of {} are left", n, s.key,
-                  s.compute_slices, kComputeSlices - compute, kComputeSlices);
+      return fail(ErrorCode::kInvalidArgument, "instance {} ({}): needs {} compute slices but only {} of {} are left",
+                  n, s.key, s.compute_slices, kComputeSlices - compute, kComputeSlices);
     }
     if (s.media_engines && media > 0) {
-      return fail(ErrorCode::kInvalidArgument, "instance {} ({}): only one media-engine instance is allowed", n,
-                  s.key);
+      return fail(ErrorCode::kInvalidArgument, "instance {} ({}): only one media-engine instance is allowed", n, s.key);
     }
     std::optional<unsigned> start;
     if (fixed) {
@@ -72,9 +70,8 @@ Result<std::vector<Placed>> place(const std::vector<std::pair<const Shape*, std:
                     s.key, *fixed, fmt::join(s.starts, ","));
       }
       if (!fits(s, *fixed)) {
-        return fail(ErrorCode::kInvalidArgument,
-                    "instance {} ({}): memory slices {}-{} overlap an earlier instance", n, s.key, *fixed,
-                    *fixed + s.memory_slices - 1);
+        return fail(ErrorCode::kInvalidArgument, "instance {} ({}): memory slices {}-{} overlap an earlier instance", n,
+                    s.key, *fixed, *fixed + s.memory_slices - 1);
       }
       start = fixed;
     } else {

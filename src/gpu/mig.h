@@ -19,12 +19,12 @@ inline constexpr unsigned kComputeSlices = 7;
 inline constexpr unsigned kMemorySlices = 8;
 
 struct Shape {
-  const char* key;                // "1g", "1g+me", "1g.2x", "2g", "3g", "4g", "7g"
-  unsigned nvml_profile_index;    // argument of nvmlDeviceGetGpuInstanceProfileInfo
-  unsigned profile_id;            // NVML profile id, as `nvidia-smi mig -lgip` shows it
+  const char* key;              // "1g", "1g+me", "1g.2x", "2g", "3g", "4g", "7g"
+  unsigned nvml_profile_index;  // argument of nvmlDeviceGetGpuInstanceProfileInfo
+  unsigned profile_id;          // NVML profile id, as `nvidia-smi mig -lgip` shows it
   unsigned compute_slices;
   unsigned memory_slices;
-  std::vector<unsigned> starts;   // allowed first memory slice
+  std::vector<unsigned> starts;  // allowed first memory slice
   unsigned max_instances;
   bool media_engines;
 };

@@ -15,9 +15,7 @@ using namespace kgpu::nvml;
 
 namespace {
 
-std::string buffer_string(const char* buf, size_t cap) {
-  return std::string(buf, strnlen(buf, cap));
-}
+std::string buffer_string(const char* buf, size_t cap) { return std::string(buf, strnlen(buf, cap)); }
 
 // Canonical "dddddddd:bb:dd.f" (lower case) so that bus ids from different calls compare equal.
 std::string canonical_bus_id(const std::string& id) {
@@ -35,13 +33,20 @@ std::string canonical_bus_id(const std::string& id) {
 
 Link link_from_nvml_level(int level) {
   switch (level) {
-    case kTopologyInternal: return Link::kSelf;
-    case kTopologySingle: return Link::kPcieSwitch;
-    case kTopologyMultiple: return Link::kPcieMulti;
-    case kTopologyHostBridge: return Link::kHostBridge;
-    case kTopologyNode: return Link::kNumaNode;
-    case kTopologySystem: return Link::kSystem;
-    default: return Link::kUnknown;
+    case kTopologyInternal:
+      return Link::kSelf;
+    case kTopologySingle:
+      return Link::kPcieSwitch;
+    case kTopologyMultiple:
+      return Link::kPcieMulti;
+    case kTopologyHostBridge:
+      return Link::kHostBridge;
+    case kTopologyNode:
+      return Link::kNumaNode;
+    case kTopologySystem:
+      return Link::kSystem;
+    default:
+      return Link::kUnknown;
   }
 }
 
@@ -51,39 +56,60 @@ std::string describe(const Library& lib, Return r) { return lib.error_string(r);
 
 const char* link_short_name(Link l) {
   switch (l) {
-    case Link::kSelf: return "X";
-    case Link::kNvLink: return "NV";
-    case Link::kPcieSwitch: return "PIX";
-    case Link::kPcieMulti: return "PXB";
-    case Link::kHostBridge: return "PHB";
-    case Link::kNumaNode: return "NODE";
-    case Link::kSystem: return "SYS";
-    case Link::kUnknown: return "?";
+    case Link::kSelf:
+      return "X";
+    case Link::kNvLink:
+      return "NV";
+    case Link::kPcieSwitch:
+      return "PIX";
+    case Link::kPcieMulti:
+      return "PXB";
+    case Link::kHostBridge:
+      return "PHB";
+    case Link::kNumaNode:
+      return "NODE";
+    case Link::kSystem:
+      return "SYS";
+    case Link::kUnknown:
+      return "?";
   }
   return "?";
 }
 
 const char* link_json_name(Link l) {
   switch (l) {
-    case Link::kSelf: return "self";
-    case Link::kNvLink: return "nvlink";
-    case Link::kPcieSwitch: return "pcie-switch";
-    case Link::kPcieMulti: return "pcie-multi-switch";
-    case Link::kHostBridge: return "host-bridge";
-    case Link::kNumaNode: return "numa-node";
-    case Link::kSystem: return "system";
-    case Link::kUnknown: return "unknown";
+    case Link::kSelf:
+      return "self";
+    case Link::kNvLink:
+      return "nvlink";
+    case Link::kPcieSwitch:
+      return "pcie-switch";
+    case Link::kPcieMulti:
+      return "pcie-multi-switch";
+    case Link::kHostBridge:
+      return "host-bridge";
+    case Link::kNumaNode:
+      return "numa-node";
+    case Link::kSystem:
+      return "system";
+    case Link::kUnknown:
+      return "unknown";
   }
   return "unknown";
 }
 
 const char* event_kind_name(EventKind k) {
   switch (k) {
-    case EventKind::kXid: return "xid";
-    case EventKind::kSingleBitEcc: return "ecc-single-bit";
-    case EventKind::kDoubleBitEcc: return "ecc-double-bit";
-    case EventKind::kGpuLost: return "gpu-lost";
-    case EventKind::kError: return "error";
+    case EventKind::kXid:
+      return "xid";
+    case EventKind::kSingleBitEcc:
+      return "ecc-single-bit";
+    case EventKind::kDoubleBitEcc:
+      return "ecc-double-bit";
+    case EventKind::kGpuLost:
+      return "gpu-lost";
+    case EventKind::kError:
+      return "error";
   }
   return "error";
 }
@@ -92,17 +118,28 @@ std::string cuda_version_string(int v) { return fmt::format("{}.{}", v / 1000, (
 
 const char* architecture_name(unsigned arch) {
   switch (arch) {
-    case kArchKepler: return "Kepler";
-    case kArchMaxwell: return "Maxwell";
-    case kArchPascal: return "Pascal";
-    case kArchVolta: return "Volta";
-    case kArchTuring: return "Turing";
-    case kArchAmpere: return "Ampere";
-    case kArchAda: return "Ada Lovelace";
-    case kArchHopper: return "Hopper";
-    case kArchBlackwell: return "Blackwell";
-    case kArchRubin: return "Rubin";
-    default: return "Unknown";
+    case kArchKepler:
+      return "Kepler";
+    case kArchMaxwell:
+      return "Maxwell";
+    case kArchPascal:
+      return "Pascal";
+    case kArchVolta:
+      return "Volta";
+    case kArchTuring:
+      return "Turing";
+    case kArchAmpere:
+      return "Ampere";
+    case kArchAda:
+      return "Ada Lovelace";
+    case kArchHopper:
+      return "Hopper";
+    case kArchBlackwell:
+      return "Blackwell";
+    case kArchRubin:
+      return "Rubin";
+    default:
+      return "Unknown";
   }
 }
 
@@ -429,10 +466,14 @@ std::vector<Telemetry> Node::telemetry() {
       t.remap_pending = w != 0;
       t.remap_failure = x != 0;
     }
-    if (KGPU_CALL(nvmlDeviceGetTotalEccErrors, dev, kMemoryErrorCorrected, kVolatileEcc, &ull)) t.ecc_sbe_volatile = ull;
-    if (KGPU_CALL(nvmlDeviceGetTotalEccErrors, dev, kMemoryErrorUncorrected, kVolatileEcc, &ull)) t.ecc_dbe_volatile = ull;
-    if (KGPU_CALL(nvmlDeviceGetTotalEccErrors, dev, kMemoryErrorCorrected, kAggregateEcc, &ull)) t.ecc_sbe_aggregate = ull;
-    if (KGPU_CALL(nvmlDeviceGetTotalEccErrors, dev, kMemoryErrorUncorrected, kAggregateEcc, &ull)) t.ecc_dbe_aggregate = ull;
+    if (KGPU_CALL(nvmlDeviceGetTotalEccErrors, dev, kMemoryErrorCorrected, kVolatileEcc, &ull))
+      t.ecc_sbe_volatile = ull;
+    if (KGPU_CALL(nvmlDeviceGetTotalEccErrors, dev, kMemoryErrorUncorrected, kVolatileEcc, &ull))
+      t.ecc_dbe_volatile = ull;
+    if (KGPU_CALL(nvmlDeviceGetTotalEccErrors, dev, kMemoryErrorCorrected, kAggregateEcc, &ull))
+      t.ecc_sbe_aggregate = ull;
+    if (KGPU_CALL(nvmlDeviceGetTotalEccErrors, dev, kMemoryErrorUncorrected, kAggregateEcc, &ull))
+      t.ecc_dbe_aggregate = ull;
     if (KGPU_CALL(nvmlDeviceGetCurrentClocksEventReasons, dev, &ull)) t.clock_event_reasons = ull;
     FieldValue fv[3] = {};
     fv[0].fieldId = kFieldMemoryTemp;
@@ -443,13 +484,20 @@ std::vector<Telemetry> Node::telemetry() {
     if (KGPU_CALL(nvmlDeviceGetFieldValues, dev, 3, fv)) {
       auto as_u64 = [](const FieldValue& f) -> uint64_t {
         switch (f.valueType) {
-          case kValueDouble: return static_cast<uint64_t>(f.value.dVal);
-          case kValueUInt: return f.value.uiVal;
-          case kValueULong: return f.value.ulVal;
-          case kValueSLongLong: return static_cast<uint64_t>(f.value.sllVal);
-          case kValueSInt: return static_cast<uint64_t>(f.value.siVal);
-          case kValueUShort: return f.value.usVal;
-          default: return f.value.ullVal;
+          case kValueDouble:
+            return static_cast<uint64_t>(f.value.dVal);
+          case kValueUInt:
+            return f.value.uiVal;
+          case kValueULong:
+            return f.value.ulVal;
+          case kValueSLongLong:
+            return static_cast<uint64_t>(f.value.sllVal);
+          case kValueSInt:
+            return static_cast<uint64_t>(f.value.siVal);
+          case kValueUShort:
+            return f.value.usVal;
+          default:
+            return f.value.ullVal;
         }
       };
       if (fv[0].nvmlReturn == kSuccess && as_u64(fv[0]) <= 200) t.memory_temp_c = static_cast<unsigned>(as_u64(fv[0]));

@@ -76,8 +76,8 @@ class EventWatcher {
   // Registers every GPU for the event types it supports among XID, single- and double-bit ECC.
   // A GPU that cannot be registered is reported in registration_errors() and skipped; fails only
   // when no event set can be created at all.
-  static Result<std::unique_ptr<EventWatcher>> start(const Node& node, Callback callback,
-                                                     std::chrono::milliseconds wait_timeout = std::chrono::milliseconds(500));
+  static Result<std::unique_ptr<EventWatcher>> start(
+      const Node& node, Callback callback, std::chrono::milliseconds wait_timeout = std::chrono::milliseconds(500));
   ~EventWatcher();
   void stop();
 

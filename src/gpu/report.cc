@@ -26,7 +26,8 @@ json to_json(const Inventory& inv) {
   json j;
   j["driverVersion"] = inv.driver_version;
   j["nvmlVersion"] = inv.nvml_version;
-  j["cudaDriverVersion"] = inv.cuda_driver_version ? json(cuda_version_string(*inv.cuda_driver_version)) : json(nullptr);
+  j["cudaDriverVersion"] =
+      inv.cuda_driver_version ? json(cuda_version_string(*inv.cuda_driver_version)) : json(nullptr);
   j["gpus"] = json::array();
   for (const auto& g : inv.gpus) {
     json gj;
@@ -64,8 +65,8 @@ json to_json(const Inventory& inv) {
                  {"computeSlices", m.compute_slices},
                  {"memoryMiB", m.memory_mib},
                  {"smCount", m.sm_count}};
-      mj["placement"] = m.placement_start ? json{{"start", *m.placement_start}, {"size", opt(m.placement_size)}}
-                                          : json(nullptr);
+      mj["placement"] =
+          m.placement_start ? json{{"start", *m.placement_start}, {"size", opt(m.placement_size)}} : json(nullptr);
       mig["devices"].push_back(std::move(mj));
     }
     gj["mig"] = std::move(mig);
@@ -139,33 +140,34 @@ json to_json(const ProcessInfo& p) {
 }
 
 json to_json(const Event& e) {
-  return {{"kind", event_kind_name(e.kind)}, {"gpu", opt(e.gpu_index)},        {"uuid", e.uuid},
-          {"xid", e.xid},                    {"gpuInstanceId", opt(e.gpu_instance_id)},
-          {"computeInstanceId", opt(e.compute_instance_id)}, {"message", e.message}};
+  return {{"kind", event_kind_name(e.kind)},
+          {"gpu", opt(e.gpu_index)},
+          {"uuid", e.uuid},
+          {"xid", e.xid},
+          {"gpuInstanceId", opt(e.gpu_instance_id)},
+          {"computeInstanceId", opt(e.compute_instance_id)},
+          {"message", e.message}};
 }
 
 std::string inventory_table(const Inventory& inv) {
-  std::string out = fmt::format("Driver {}  CUDA {}  NVML {}  ({} GPU{})\n",
-                                inv.driver_version.empty() ? "?" : inv.driver_version,
-                                inv.cuda_driver_version ? cuda_version_string(*inv.cuda_driver_version) : "?",
-                                inv.nvml_version.empty() ? "?" : inv.nvml_version, inv.gpus.size(),
-                                inv.gpus.size() == 1 ? "" : "s");
+  std::string out =
+      fmt::format("Driver {}  CUDA {}  NVML {}  ({} GPU{})\n", inv.driver_version.empty() ? "?" : inv.driver_version,
+                  inv.cuda_driver_version ? cuda_version_string(*inv.cuda_driver_version) : "?",
+                  inv.nvml_version.empty() ? "?" : inv.nvml_version, inv.gpus.size(), inv.gpus.size() == 1 ? "" : "s");
   for (const auto& g : inv.gpus) {
     if (g.lost || (g.error && g.uuid.empty())) {
       out += fmt::format("GPU {}: UNAVAILABLE ({})\n", g.index, g.error.value_or("lost"));
       continue;
     }
     out += fmt::format("GPU {}: {} (UUID: {})\n", g.index, g.name, g.uuid);
-    std::string mig = !g.mig_capable ? "n/a"
-                      : g.mig_enabled.value_or(false) ? "enabled"
-                                                      : "disabled";
+    std::string mig = !g.mig_capable ? "n/a" : g.mig_enabled.value_or(false) ? "enabled" : "disabled";
     if (g.mig_capable && g.mig_pending_enabled && g.mig_enabled && *g.mig_pending_enabled != *g.mig_enabled) {
       mig += fmt::format(" (pending: {})", *g.mig_pending_enabled ? "enabled" : "disabled");
     }
     out += fmt::format("    {} MiB  {}  {} {}  SMs {}  NUMA {}  PCI {} [{}]  MIG {}\n", cell(g.memory_total_mib),
-                       g.architecture_name.empty() ? "?" : g.architecture_name,
-                       "CC", g.cc_major ? fmt::format("{}.{}", *g.cc_major, g.cc_minor.value_or(0)) : "-",
-                       cell(g.sm_count), cell(g.numa_node), g.pci.bus_id, hex4(g.pci.device_id), mig);
+                       g.architecture_name.empty() ? "?" : g.architecture_name, "CC",
+                       g.cc_major ? fmt::format("{}.{}", *g.cc_major, g.cc_minor.value_or(0)) : "-", cell(g.sm_count),
+                       cell(g.numa_node), g.pci.bus_id, hex4(g.pci.device_id), mig);
     if (g.error) out += fmt::format("    warning: {}\n", *g.error);
     for (const auto& m : g.mig_devices) {
       out += fmt::format("  MIG {:<12} Device {:2}: (UUID: {})  GI {} CI {}  {} MiB  {} SMs", m.profile, m.index,
@@ -194,8 +196,9 @@ std::string inventory_table(const Inventory& inv) {
       }
       out += cell(inv.gpus[a].numa_node) + "\n";
     }
-    out += "Legend: X self, NV# NVLink (# links), PIX one PCIe switch, PXB several PCIe switches, "
-           "PHB PCIe host bridge, NODE same NUMA node, SYS across sockets\n";
+    out +=
+        "Legend: X self, NV# NVLink (# links), PIX one PCIe switch, PXB several PCIe switches, "
+        "PHB PCIe host bridge, NODE same NUMA node, SYS across sockets\n";
   }
   for (const auto& e : inv.errors) out += fmt::format("error: {}\n", e);
   return out;
@@ -205,8 +208,8 @@ std::string telemetry_table(const std::vector<Telemetry>& ts) {
   std::string out = fmt::format("{:<8}{:>6}{:>6}{:>9}{:>6}{:>6}{:>10}{:>10}{:>8}{:>8}{:>8}\n", "DEVICE", "TEMP",
                                 "MTEMP", "POWER", "UTIL", "MEMU", "FB_USED", "FB_FREE", "SMCLK", "GRACT", "TENSOR");
   for (const auto& t : ts) {
-    std::string dev = t.gpu_instance_id ? fmt::format("{}/gi{}", t.gpu_index, *t.gpu_instance_id)
-                                        : fmt::format("{}", t.gpu_index);
+    std::string dev =
+        t.gpu_instance_id ? fmt::format("{}/gi{}", t.gpu_index, *t.gpu_instance_id) : fmt::format("{}", t.gpu_index);
     if (t.lost) {
       out += fmt::format("{:<8}LOST\n", dev);
       continue;

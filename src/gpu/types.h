@@ -29,7 +29,7 @@ const char* link_short_name(Link l);
 const char* link_json_name(Link l);
 
 struct PciInfo {
-  std::string bus_id;      // "00000000:18:00.0"
+  std::string bus_id;  // "00000000:18:00.0"
   uint32_t domain = 0, bus = 0, device = 0;
   uint32_t device_id = 0;  // PCI device id, e.g. 0x2330 (upper 16 bits of NVML's pciDeviceId)
   uint32_t vendor_id = 0;  // 0x10DE
@@ -41,7 +41,7 @@ struct MigDevice {
   std::string uuid;    // "MIG-..."
   unsigned gpu_instance_id = 0;
   unsigned compute_instance_id = 0;
-  std::string profile;  // "3g.40gb", "1g.10gb+me"
+  std::string profile;                 // "3g.40gb", "1g.10gb+me"
   std::optional<unsigned> profile_id;  // NVML GPU-instance profile id (19, 14, 9, ...)
   unsigned gpu_slices = 0;
   unsigned compute_slices = 0;
@@ -52,8 +52,8 @@ struct MigDevice {
 
 struct NvLinkInfo {
   unsigned link = 0;
-  std::string remote_bus_id;             // the peer's PCI bus id (a GPU or an NVSwitch)
-  std::optional<unsigned> remote_gpu;    // index of the peer when it is a GPU of this node
+  std::string remote_bus_id;           // the peer's PCI bus id (a GPU or an NVSwitch)
+  std::optional<unsigned> remote_gpu;  // index of the peer when it is a GPU of this node
 };
 
 struct GpuInfo {

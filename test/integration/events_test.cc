@@ -73,7 +73,8 @@ TEST(Events, StopReturnsPromptlyWhileWaiting) {
   FakeNodeFile f(kNode);
   auto node = kgpu::testing::open_fake();
   ASSERT_TRUE(node);
-  auto w = EventWatcher::start(*node, [](const Event&) {}, std::chrono::milliseconds(200));
+  auto w = EventWatcher::start(
+      *node, [](const Event&) {}, std::chrono::milliseconds(200));
   ASSERT_TRUE(w);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto t0 = std::chrono::steady_clock::now();

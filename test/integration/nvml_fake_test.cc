@@ -148,7 +148,8 @@ TEST(FakeInventory, H200AndA100ProfileNames) {
       "gpus:\n"
       "  - model: H200-141GB\n    mig: {instances: [{profile: 4g.71gb}, {profile: 1g.35gb}, {profile: 1g.18gb}]}\n"
       "  - model: A100-SXM4-40GB\n    mig: {instances: [{profile: 7g.40gb}]}\n"
-      "  - model: A100-SXM4-80GB\n    mig: {instances: [{profile: 3g.40gb}, {profile: 2g.20gb}, {profile: 1g.10gb}]}\n");
+      "  - model: A100-SXM4-80GB\n    mig: {instances: [{profile: 3g.40gb}, {profile: 2g.20gb}, {profile: "
+      "1g.10gb}]}\n");
   auto node = open_fake();
   ASSERT_TRUE(node);
   auto inv = node->inventory();
@@ -157,8 +158,8 @@ TEST(FakeInventory, H200AndA100ProfileNames) {
   for (const auto& g : inv->gpus) {
     for (const auto& m : g.mig_devices) names.push_back(m.profile);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"4g.71gb", "1g.35gb", "1g.18gb", "7g.40gb", "3g.40gb", "2g.20gb",
-                                             "1g.10gb"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"4g.71gb", "1g.35gb", "1g.18gb", "7g.40gb", "3g.40gb", "2g.20gb", "1g.10gb"}));
   EXPECT_EQ(gpu(*inv, 1).mig_devices[0].gpu_instance_id, 0u);  // a full-GPU instance is GI 0
   EXPECT_EQ(gpu(*inv, 1).mig_devices[0].sm_count, 98u);
 }
@@ -205,7 +206,7 @@ TEST(FakeTelemetry, ValuesAndUnsupportedAreDistinct) {
 
   const auto* t4 = find(first, 1);
   ASSERT_NE(t4, nullptr);
-  EXPECT_FALSE(t4->memory_temp_c.has_value());            // GDDR6: no memory sensor
+  EXPECT_FALSE(t4->memory_temp_c.has_value());              // GDDR6: no memory sensor
   EXPECT_FALSE(t4->remapped_rows_correctable.has_value());  // Turing: no row remapping
   EXPECT_FALSE(t4->nvlink_tx_kib.has_value());
   EXPECT_TRUE(t4->gpu_temp_c.has_value());
@@ -358,7 +359,8 @@ TEST(FakeFaults, OneFailingCallIsRecordedAndTheRestIsRead) {
 }
 
 TEST(FakeFaults, HandleFailureForOneGpu) {
-  FakeNodeFile f("preset: pcie-l4-4\nfaults:\n  calls: [{call: nvmlDeviceGetHandleByIndex_v2, gpu: 2, error: GPU_IS_LOST}]\n");
+  FakeNodeFile f(
+      "preset: pcie-l4-4\nfaults:\n  calls: [{call: nvmlDeviceGetHandleByIndex_v2, gpu: 2, error: GPU_IS_LOST}]\n");
   auto node = open_fake();
   ASSERT_TRUE(node);
   auto inv = node->inventory();

@@ -41,8 +41,8 @@ TEST(FakeNode, PresetHgxH100) {
 }
 
 TEST(FakeNode, EveryShippedExampleParses) {
-  for (const char* f : {"dgx-h100.yaml", "hgx-h200.yaml", "dgx-a100-mig.yaml", "t4-pcie.yaml", "mixed.yaml",
-                        "faults.yaml"}) {
+  for (const char* f :
+       {"dgx-h100.yaml", "hgx-h200.yaml", "dgx-a100-mig.yaml", "t4-pcie.yaml", "mixed.yaml", "faults.yaml"}) {
     const std::string path = std::string(KGPU_SOURCE_DIR) + "/examples/nodes/" + f;
     std::ifstream in(path);
     ASSERT_TRUE(in) << path;
@@ -81,8 +81,8 @@ TEST(FakeNode, MigLayoutPlacedAndNamed) {
 }
 
 TEST(FakeNode, VaryingValues) {
-  Node n = parse_ok(
-      "gpus:\n  - model: L4\n    telemetry: {gpuUtil: {min: 10, max: 90, periodSeconds: 40}, powerW: 50}\n");
+  Node n =
+      parse_ok("gpus:\n  - model: L4\n    telemetry: {gpuUtil: {min: 10, max: 90, periodSeconds: 40}, powerW: 50}\n");
   const auto& t = n.gpus[0].telemetry;
   EXPECT_DOUBLE_EQ(t.at("gpuUtil", 0), 10);
   EXPECT_DOUBLE_EQ(t.at("gpuUtil", 20), 90);
@@ -112,8 +112,9 @@ TEST(FakeNode, ErrorsNameLineAndField) {
       << layout;
   EXPECT_NE(parse_error("gpus:\n  - model: T4\n    mig: {enabled: true}\n").find("Tesla T4 is not MIG capable"),
             std::string::npos);
-  EXPECT_NE(parse_error("gpus:\n  - model: T4\n    busId: nowhere\n").find("gpus[0].busId: 'nowhere' is not a PCI bus id"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_error("gpus:\n  - model: T4\n    busId: nowhere\n").find("gpus[0].busId: 'nowhere' is not a PCI bus id"),
+      std::string::npos);
   EXPECT_NE(parse_error("gpus:\n  - model: L4\n    telemetry: {gpuUtil: lots}\n")
                 .find("node.yaml:3: gpus[0].telemetry.gpuUtil: cannot read 'lots' as a number"),
             std::string::npos);

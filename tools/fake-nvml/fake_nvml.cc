@@ -39,7 +39,7 @@ constexpr const char* kConfigEnv = "KGPU_FAKE_NVML_CONFIG";
 
 struct Handle {
   unsigned gpu = 0;
-  int mig = -1;            // index into Gpu::mig, -1 for the GPU itself
+  int mig = -1;             // index into Gpu::mig, -1 for the GPU itself
   uint64_t generation = 0;  // MIG handles: layout generation they belong to
 };
 
@@ -71,8 +71,12 @@ class Fake {
   uint64_t generations = 0;  // never reset, so a stale MIG handle never matches
   std::set<unsigned> lost_seen;
   size_t xids_seen = 0;
-  std::set<EventSetImpl*> sets;
+  std::set<EventSetImpl*> sets;  // owned: freed by nvmlEventSetFree, or here at unload
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+
+  ~Fake() {
+    for (auto* s : sets) delete s;
+  }
 
   // Forgets the node; handles given out before stay valid memory but no longer resolve.
   void reset() {
@@ -105,7 +109,8 @@ class Fake {
     if (path.empty()) return loaded;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
-      if (!loaded) last_error = fmt::format("fake NVML: cannot read node description {}: {}", path, std::strerror(errno));
+      if (!loaded)
+        last_error = fmt::format("fake NVML: cannot read node description {}: {}", path, std::strerror(errno));
       return loaded;
     }
     if (loaded && st.st_mtim.tv_sec == mtime.tv_sec && st.st_mtim.tv_nsec == mtime.tv_nsec && st.st_size == size) {
@@ -156,7 +161,8 @@ class Fake {
     for (unsigned g : node.lost) {
       if (lost_seen.insert(g).second && !first) deliver(g, kEventXidCriticalError, 79);
     }
-    std::erase_if(lost_seen, [&](unsigned g) { return std::find(node.lost.begin(), node.lost.end(), g) == node.lost.end(); });
+    std::erase_if(lost_seen,
+                  [&](unsigned g) { return std::find(node.lost.begin(), node.lost.end(), g) == node.lost.end(); });
   }
 
   static std::string layout_key(const Gpu& g) {
@@ -191,9 +197,10 @@ class Fake {
   }
 };
 
+// Destroyed when the library is unloaded (dlclose or exit); callers must have stopped calling.
 Fake& fake() {
-  static Fake* f = new Fake();  // never destroyed: NVML may be called during process exit
-  return *f;
+  static Fake f;
+  return f;
 }
 
 // Entry of every call: lock, initialized, refreshed, device resolved, faults applied.
@@ -204,8 +211,7 @@ struct Call {
   MigInstance* mig = nullptr;
   unsigned index = 0;
 
-  Call(const char* fn, Device d = nullptr, bool needs_device = false, bool allow_mig = true)
-      : lock(fake().mu) {
+  Call(const char* fn, Device d = nullptr, bool needs_device = false, bool allow_mig = true) : lock(fake().mu) {
     Fake& f = fake();
     if (f.init_count == 0) {
       rc = kErrorUninitialized;
@@ -285,18 +291,30 @@ uint64_t gpu_used_mib(const Gpu& g) {
 
 std::string error_text(Return r) {
   switch (r) {
-    case kSuccess: return "Success";
-    case kErrorUninitialized: return "Uninitialized";
-    case kErrorInvalidArgument: return "Invalid Argument";
-    case kErrorNotSupported: return "Not Supported";
-    case kErrorNoPermission: return "Insufficient Permissions";
-    case kErrorNotFound: return "Not Found";
-    case kErrorInsufficientSize: return "Insufficient Size";
-    case kErrorDriverNotLoaded: return "Driver Not Loaded";
-    case kErrorTimeout: return "Timeout";
-    case kErrorGpuIsLost: return "GPU is lost";
-    case kErrorLibRmVersionMismatch: return "Driver/library version mismatch";
-    default: return return_name(r);
+    case kSuccess:
+      return "Success";
+    case kErrorUninitialized:
+      return "Uninitialized";
+    case kErrorInvalidArgument:
+      return "Invalid Argument";
+    case kErrorNotSupported:
+      return "Not Supported";
+    case kErrorNoPermission:
+      return "Insufficient Permissions";
+    case kErrorNotFound:
+      return "Not Found";
+    case kErrorInsufficientSize:
+      return "Insufficient Size";
+    case kErrorDriverNotLoaded:
+      return "Driver Not Loaded";
+    case kErrorTimeout:
+      return "Timeout";
+    case kErrorGpuIsLost:
+      return "GPU is lost";
+    case kErrorLibRmVersionMismatch:
+      return "Driver/library version mismatch";
+    default:
+      return return_name(r);
   }
 }
 
@@ -593,10 +611,17 @@ FAKE_API Return nvmlDeviceGetMaxClockInfo(Device d, int type, unsigned int* mhz)
   const auto& m = *c.gpu->model;
   switch (type) {
     case kClockGraphics:
-    case kClockSm: *mhz = m.max_sm_clock_mhz; return kSuccess;
-    case kClockMem: *mhz = m.max_mem_clock_mhz; return kSuccess;
-    case kClockVideo: *mhz = m.max_sm_clock_mhz * 3 / 4; return kSuccess;
-    default: return kErrorInvalidArgument;
+    case kClockSm:
+      *mhz = m.max_sm_clock_mhz;
+      return kSuccess;
+    case kClockMem:
+      *mhz = m.max_mem_clock_mhz;
+      return kSuccess;
+    case kClockVideo:
+      *mhz = m.max_sm_clock_mhz * 3 / 4;
+      return kSuccess;
+    default:
+      return kErrorInvalidArgument;
   }
 }
 
@@ -804,7 +829,8 @@ FAKE_API Return nvmlEventSetWait_v2(EventSet set, EventData* data, unsigned int 
     }
     if (std::chrono::steady_clock::now() >= deadline) return kErrorTimeout;
     // Wake at least every 20 ms to notice a rewritten node description.
-    f.events_cv.wait_until(c.lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(20)));
+    f.events_cv.wait_until(c.lock,
+                           std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(20)));
     f.refresh();
   }
 }
@@ -900,9 +926,17 @@ FAKE_API Return nvmlDeviceGetGpuInstanceProfileInfo(Device d, unsigned int profi
   const auto* shape = kgpu::gpu::mig::shape_by_index(profile);
   const auto* p = shape != nullptr ? model_profile(*c.gpu, *shape) : nullptr;
   if (p == nullptr) return kErrorNotSupported;
-  *info = GpuInstanceProfileInfo{shape->profile_id, 0,           shape->compute_slices, shape->max_instances,
-                                 p->sm_count,       p->copy_engines, p->decoders,     p->encoders,
-                                 p->jpegs,          p->ofas,     p->memory_mib};
+  *info = GpuInstanceProfileInfo{shape->profile_id,
+                                 0,
+                                 shape->compute_slices,
+                                 shape->max_instances,
+                                 p->sm_count,
+                                 p->copy_engines,
+                                 p->decoders,
+                                 p->encoders,
+                                 p->jpegs,
+                                 p->ofas,
+                                 p->memory_mib};
   return kSuccess;
 }
 
@@ -940,8 +974,15 @@ FAKE_API Return nvmlDeviceGetAttributes_v2(Device d, DeviceAttributes* a) {
   std::memset(a, 0, sizeof *a);
   if (c.mig != nullptr) {
     const auto& p = *c.mig->profile;
-    *a = DeviceAttributes{p.sm_count, p.copy_engines, p.decoders, p.encoders, p.jpegs, p.ofas,
-                          c.mig->shape->compute_slices, c.mig->shape->compute_slices, p.memory_mib};
+    *a = DeviceAttributes{p.sm_count,
+                          p.copy_engines,
+                          p.decoders,
+                          p.encoders,
+                          p.jpegs,
+                          p.ofas,
+                          c.mig->shape->compute_slices,
+                          c.mig->shape->compute_slices,
+                          p.memory_mib};
     return kSuccess;
   }
   return kErrorNotSupported;  // real drivers answer only for MIG device handles
@@ -1028,7 +1069,8 @@ FAKE_API Return nvmlGpmMetricsGet(GpmMetricsGet* get) {
   if (get == nullptr || get->version != kGpmMetricsGetVersion) return kErrorInvalidArgument;
   auto* s1 = reinterpret_cast<GpmSampleImpl*>(get->sample1);
   auto* s2 = reinterpret_cast<GpmSampleImpl*>(get->sample2);
-  if (s1 == nullptr || s2 == nullptr || s1->gpu < 0 || s1->gpu != s2->gpu || s2->t <= s1->t) return kErrorInvalidArgument;
+  if (s1 == nullptr || s2 == nullptr || s1->gpu < 0 || s1->gpu != s2->gpu || s2->t <= s1->t)
+    return kErrorInvalidArgument;
   Fake& f = fake();
   if (static_cast<size_t>(s1->gpu) >= f.node.gpus.size()) return kErrorInvalidArgument;
   const auto& tel = f.node.gpus[s1->gpu].telemetry;
@@ -1036,12 +1078,24 @@ FAKE_API Return nvmlGpmMetricsGet(GpmMetricsGet* get) {
     auto& m = get->metrics[i];
     m.nvmlReturn = kSuccess;
     switch (m.metricId) {
-      case kGpmGraphicsUtil: m.value = tel.at("grEngineActive", s2->t, tel.at("gpuUtil", s2->t, 0)); break;
-      case kGpmAnyTensorUtil: m.value = tel.at("tensorActive", s2->t, 0); break;
-      case kGpmDramBwUtil: m.value = tel.at("dramActive", s2->t, 0); break;
-      case kGpmPcieTxPerSec: m.value = tel.at("pcieTxMiBps", s2->t, 0); break;
-      case kGpmPcieRxPerSec: m.value = tel.at("pcieRxMiBps", s2->t, 0); break;
-      default: m.nvmlReturn = kErrorNotSupported; m.value = 0;
+      case kGpmGraphicsUtil:
+        m.value = tel.at("grEngineActive", s2->t, tel.at("gpuUtil", s2->t, 0));
+        break;
+      case kGpmAnyTensorUtil:
+        m.value = tel.at("tensorActive", s2->t, 0);
+        break;
+      case kGpmDramBwUtil:
+        m.value = tel.at("dramActive", s2->t, 0);
+        break;
+      case kGpmPcieTxPerSec:
+        m.value = tel.at("pcieTxMiBps", s2->t, 0);
+        break;
+      case kGpmPcieRxPerSec:
+        m.value = tel.at("pcieRxMiBps", s2->t, 0);
+        break;
+      default:
+        m.nvmlReturn = kErrorNotSupported;
+        m.value = 0;
     }
   }
   return kSuccess;

@@ -29,8 +29,8 @@ struct ModelSpec {
   unsigned max_sm_clock_mhz, max_mem_clock_mhz;
   unsigned power_limit_w;
   unsigned idle_power_w;
-  unsigned nvlinks;   // 0 on PCIe cards
-  bool hbm;           // memory temperature sensor
+  unsigned nvlinks;  // 0 on PCIe cards
+  bool hbm;          // memory temperature sensor
   bool row_remapping;
   bool gpm;
   std::vector<MigProfileSpec> mig;  // empty: not MIG capable
@@ -45,9 +45,9 @@ struct NodePreset {
   const char* description;
   const char* model;
   unsigned gpus;
-  const char* nvlink;  // "nvswitch" or "none"
-  std::vector<unsigned> bus;                     // PCI bus number per GPU
-  std::vector<unsigned> numa;                    // NUMA node per GPU
+  const char* nvlink;                                // "nvswitch" or "none"
+  std::vector<unsigned> bus;                         // PCI bus number per GPU
+  std::vector<unsigned> numa;                        // NUMA node per GPU
   std::vector<std::vector<unsigned>> pcie_switches;  // groups under one PCIe switch
   std::vector<std::vector<unsigned>> host_bridges;   // groups under one host bridge
 };

@@ -40,10 +40,11 @@ struct Ctx {
     try {
       return n.as<T>();
     } catch (const YAML::Exception&) {
-      error(n, path, fmt::format("cannot read '{}' as {}", n.IsScalar() ? n.Scalar() : "<non-scalar>",
-                                 std::is_same_v<T, std::string> ? "a string"
-                                 : std::is_same_v<T, bool>      ? "true/false"
-                                                                : "a number"));
+      error(n, path,
+            fmt::format("cannot read '{}' as {}", n.IsScalar() ? n.Scalar() : "<non-scalar>",
+                        std::is_same_v<T, std::string> ? "a string"
+                        : std::is_same_v<T, bool>      ? "true/false"
+                                                       : "a number"));
     }
   }
   int error_code(const YAML::Node& n, const std::string& path) const {
@@ -93,16 +94,37 @@ uint64_t splitmix(uint64_t x) {
 
 std::string make_uuid(const char* prefix, uint64_t seed) {
   const uint64_t a = splitmix(seed), b = splitmix(seed ^ 0x5555);
-  return fmt::format("{}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", prefix, a >> 32, (a >> 16) & 0xffff, a & 0xffff,
-                     b >> 48, b & 0xffffffffffffULL);
+  return fmt::format("{}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", prefix, a >> 32, (a >> 16) & 0xffff, a & 0xffff, b >> 48,
+                     b & 0xffffffffffffULL);
 }
 
-const std::set<std::string> kTelemetryKeys = {
-    "gpuUtil",         "memCopyUtil",    "encUtil",         "decUtil",       "gpuTemp",        "memoryTemp",
-    "powerW",          "smClock",        "memClock",        "pcieReplay",    "nvlinkTxKiBps",  "nvlinkRxKiBps",
-    "remappedCorrectable", "remappedUncorrectable", "remapPending", "remapFailure", "eccSbeVolatile",
-    "eccDbeVolatile", "eccSbeAggregate", "eccDbeAggregate", "grEngineActive", "tensorActive", "dramActive",
-    "pcieTxMiBps",     "pcieRxMiBps",    "clockEventReasons", "energyStartMJ"};
+const std::set<std::string> kTelemetryKeys = {"gpuUtil",
+                                              "memCopyUtil",
+                                              "encUtil",
+                                              "decUtil",
+                                              "gpuTemp",
+                                              "memoryTemp",
+                                              "powerW",
+                                              "smClock",
+                                              "memClock",
+                                              "pcieReplay",
+                                              "nvlinkTxKiBps",
+                                              "nvlinkRxKiBps",
+                                              "remappedCorrectable",
+                                              "remappedUncorrectable",
+                                              "remapPending",
+                                              "remapFailure",
+                                              "eccSbeVolatile",
+                                              "eccDbeVolatile",
+                                              "eccSbeAggregate",
+                                              "eccDbeAggregate",
+                                              "grEngineActive",
+                                              "tensorActive",
+                                              "dramActive",
+                                              "pcieTxMiBps",
+                                              "pcieRxMiBps",
+                                              "clockEventReasons",
+                                              "energyStartMJ"};
 
 Gpu make_gpu(const ModelSpec& m, unsigned index) {
   Gpu g;
@@ -135,7 +157,8 @@ void wire_groups(Node& node, const std::vector<std::vector<unsigned>>& groups) {
       }
       auto& ga = node.gpus[a];
       if (peers.empty()) continue;
-      for (unsigned l = 0; l < ga.model->nvlinks; ++l) ga.nvlink_remote[l] = node.gpus[peers[l % peers.size()]].bus_id();
+      for (unsigned l = 0; l < ga.model->nvlinks; ++l)
+        ga.nvlink_remote[l] = node.gpus[peers[l % peers.size()]].bus_id();
     }
   }
 }
@@ -191,7 +214,8 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
   if (!placed) c.error(inst, path + ".instances", "impossible MIG layout: " + placed.error().message);
   std::set<unsigned> used_ids;
   for (const auto& id : gi_ids) {
-    if (id && !used_ids.insert(*id).second) c.error(inst, path + ".instances", fmt::format("duplicate gpuInstanceId {}", *id));
+    if (id && !used_ids.insert(*id).second)
+      c.error(inst, path + ".instances", fmt::format("duplicate gpuInstanceId {}", *id));
   }
   unsigned next_id = 1;
   for (size_t i = 0; i < placed->size(); ++i) {
@@ -219,7 +243,8 @@ void parse_processes(const Ctx& c, const YAML::Node& n, const std::string& path,
   for (size_t i = 0; i < n.size(); ++i) {
     const auto p = fmt::format("{}[{}]", path, i);
     const auto& e = n[i];
-    c.keys(e, p, {"pid", "usedMemoryMiB", "gpuInstanceId", "computeInstanceId", "smUtil", "memUtil", "encUtil", "decUtil"});
+    c.keys(e, p,
+           {"pid", "usedMemoryMiB", "gpuInstanceId", "computeInstanceId", "smUtil", "memUtil", "encUtil", "decUtil"});
     if (!e["pid"]) c.error(e, p, "missing pid");
     Process proc;
     proc.pid = c.get<unsigned>(e["pid"], p + ".pid");
@@ -233,7 +258,8 @@ void parse_processes(const Ctx& c, const YAML::Node& n, const std::string& path,
     } else if (g.mig_enabled && !g.mig.empty()) {
       c.error(e, p, "a process on a MIG-enabled GPU needs gpuInstanceId");
     }
-    if (e["computeInstanceId"]) proc.compute_instance_id = c.get<unsigned>(e["computeInstanceId"], p + ".computeInstanceId");
+    if (e["computeInstanceId"])
+      proc.compute_instance_id = c.get<unsigned>(e["computeInstanceId"], p + ".computeInstanceId");
     if (e["smUtil"]) proc.sm_util = c.wave(e["smUtil"], p + ".smUtil");
     if (e["memUtil"]) proc.mem_util = c.wave(e["memUtil"], p + ".memUtil");
     if (e["encUtil"]) proc.enc_util = c.wave(e["encUtil"], p + ".encUtil");
@@ -333,7 +359,8 @@ Node parse(const Ctx& c, const YAML::Node& root) {
     if (preset == nullptr) {
       std::vector<std::string> known;
       for (const auto& p : node_presets()) known.emplace_back(p.key);
-      c.error(root["preset"], "preset", fmt::format("unknown node preset '{}' (known: {})", key, fmt::join(known, ", ")));
+      c.error(root["preset"], "preset",
+              fmt::format("unknown node preset '{}' (known: {})", key, fmt::join(known, ", ")));
     }
     const ModelSpec* m = find_model(preset->model);
     for (unsigned i = 0; i < preset->gpus; ++i) {
@@ -356,8 +383,9 @@ Node parse(const Ctx& c, const YAML::Node& root) {
     for (size_t i = 0; i < gpus.size(); ++i) {
       const auto path = fmt::format("gpus[{}]", i);
       const auto& e = gpus[i];
-      c.keys(e, path, {"model", "count", "index", "uuid", "serial", "busId", "numaNode", "minorNumber", "usedMiB",
-                       "mig", "telemetry", "processes"});
+      c.keys(e, path,
+             {"model", "count", "index", "uuid", "serial", "busId", "numaNode", "minorNumber", "usedMiB", "mig",
+              "telemetry", "processes"});
       if (preset != nullptr) {
         // With a preset, entries modify the preset's GPUs (by index, else in order).
         if (e["model"] || e["count"]) c.error(e, path, "model/count come from the preset; remove them or the preset");
@@ -374,7 +402,8 @@ Node parse(const Ctx& c, const YAML::Node& root) {
       if (m == nullptr) {
         std::vector<std::string> known;
         for (const auto& mm : models()) known.emplace_back(mm.key);
-        c.error(e["model"], path + ".model", fmt::format("unknown GPU model '{}' (known: {})", key, fmt::join(known, ", ")));
+        c.error(e["model"], path + ".model",
+                fmt::format("unknown GPU model '{}' (known: {})", key, fmt::join(known, ", ")));
       }
       const unsigned count = e["count"] ? c.get<unsigned>(e["count"], path + ".count") : 1;
       if (count == 0 || count > 64) c.error(e["count"], path + ".count", "must be 1..64");
@@ -404,25 +433,31 @@ Node parse(const Ctx& c, const YAML::Node& root) {
         }
       }
     }
-    if (topo["pcieSwitches"]) node.pcie_switches = c.groups(topo["pcieSwitches"], "topology.pcieSwitches", node.gpus.size());
-    if (topo["hostBridges"]) node.host_bridges = c.groups(topo["hostBridges"], "topology.hostBridges", node.gpus.size());
+    if (topo["pcieSwitches"])
+      node.pcie_switches = c.groups(topo["pcieSwitches"], "topology.pcieSwitches", node.gpus.size());
+    if (topo["hostBridges"])
+      node.host_bridges = c.groups(topo["hostBridges"], "topology.hostBridges", node.gpus.size());
   }
   // Unique identities; derived UUIDs differ between models and bus positions, like real ones.
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     auto& g = node.gpus[i];
-    if (!g.uuid_given) g.uuid = make_uuid("GPU", std::hash<std::string>{}(g.model->key) * 1000003ULL + g.bus * 257ULL + i);
+    if (!g.uuid_given)
+      g.uuid = make_uuid("GPU", std::hash<std::string>{}(g.model->key) * 1000003ULL + g.bus * 257ULL + i);
     for (auto& m : g.mig) m.uuid = make_uuid("MIG", std::hash<std::string>{}(g.uuid) ^ (m.gpu_instance_id * 7919ULL));
   }
   std::set<std::string> uuids, buses;
   for (size_t i = 0; i < node.gpus.size(); ++i) {
-    if (!uuids.insert(node.gpus[i].uuid).second) c.error(root["gpus"], "gpus", fmt::format("GPU {} repeats UUID {}", i, node.gpus[i].uuid));
-    if (!buses.insert(node.gpus[i].bus_id()).second) c.error(root["gpus"], "gpus", fmt::format("GPU {} repeats bus id {}", i, node.gpus[i].bus_id()));
+    if (!uuids.insert(node.gpus[i].uuid).second)
+      c.error(root["gpus"], "gpus", fmt::format("GPU {} repeats UUID {}", i, node.gpus[i].uuid));
+    if (!buses.insert(node.gpus[i].bus_id()).second)
+      c.error(root["gpus"], "gpus", fmt::format("GPU {} repeats bus id {}", i, node.gpus[i].bus_id()));
   }
   if (nvlink_groups) {
     for (const auto& grp : *nvlink_groups) {
       for (unsigned i : grp) {
         if (node.gpus[i].model->nvlinks == 0) {
-          c.error(root["topology"]["nvlink"], "topology.nvlink", fmt::format("GPU {} ({}) has no NVLink", i, node.gpus[i].model->name));
+          c.error(root["topology"]["nvlink"], "topology.nvlink",
+                  fmt::format("GPU {} ({}) has no NVLink", i, node.gpus[i].model->name));
         }
       }
     }
@@ -475,7 +510,8 @@ Node default_node() {
   auto n = parse_node(
       "preset: hgx-h100-8\n"
       "gpus:\n"
-      "  - telemetry: {gpuUtil: {min: 20, max: 90, periodSeconds: 120}, powerW: {min: 180, max: 610, periodSeconds: 120}}\n"
+      "  - telemetry: {gpuUtil: {min: 20, max: 90, periodSeconds: 120}, powerW: {min: 180, max: 610, periodSeconds: "
+      "120}}\n"
       "    processes: [{pid: 4101, usedMemoryMiB: 61440, smUtil: 70}]\n",
       "<embedded default>");
   return std::move(*n);

@@ -67,7 +67,7 @@ struct Gpu {
 };
 
 struct CallFault {
-  std::string call;            // exported symbol name
+  std::string call;             // exported symbol name
   std::optional<unsigned> gpu;  // all GPUs when unset
   int error = 0;
 };

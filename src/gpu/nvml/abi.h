@@ -210,7 +210,7 @@ struct PciInfo {  // nvmlPciInfo_t
   unsigned int domain;
   unsigned int bus;
   unsigned int device;
-  unsigned int pciDeviceId;     // device id << 16 | vendor id
+  unsigned int pciDeviceId;  // device id << 16 | vendor id
   unsigned int pciSubSystemId;
   char busId[32];
 };
@@ -310,8 +310,9 @@ static_assert(sizeof(EventData) == 32 && offsetof(EventData, eventType) == 8 && 
               offsetof(EventData, gpuInstanceId) == 24 && offsetof(EventData, computeInstanceId) == 28);
 static_assert(sizeof(PciInfo) == 68 && offsetof(PciInfo, domain) == 16 && offsetof(PciInfo, pciDeviceId) == 28 &&
               offsetof(PciInfo, busId) == 36);
-static_assert(sizeof(FieldValue) == 40 && offsetof(FieldValue, timestamp) == 8 && offsetof(FieldValue, valueType) == 24 &&
-              offsetof(FieldValue, nvmlReturn) == 28 && offsetof(FieldValue, value) == 32);
+static_assert(sizeof(FieldValue) == 40 && offsetof(FieldValue, timestamp) == 8 &&
+              offsetof(FieldValue, valueType) == 24 && offsetof(FieldValue, nvmlReturn) == 28 &&
+              offsetof(FieldValue, value) == 32);
 static_assert(sizeof(GpuInstanceProfileInfo) == 48 && offsetof(GpuInstanceProfileInfo, memorySizeMB) == 40);
 static_assert(sizeof(GpuInstancePlacement) == 8);
 static_assert(sizeof(GpuInstanceInfo) == 24 && offsetof(GpuInstanceInfo, id) == 8 &&
@@ -324,78 +325,76 @@ static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, m
 
 // Every NVML function kgpu uses: X(symbol, parameter list). All return Return.
 // The loader resolves each by name; the fake library defines each with exactly this signature.
-#define KGPU_NVML_FUNCTIONS(X)                                                                              \
-  X(nvmlInit_v2, (void))                                                                                    \
-  X(nvmlInitWithFlags, (unsigned int flags))                                                                \
-  X(nvmlShutdown, (void))                                                                                   \
-  X(nvmlSystemGetDriverVersion, (char* version, unsigned int length))                                       \
-  X(nvmlSystemGetNVMLVersion, (char* version, unsigned int length))                                         \
-  X(nvmlSystemGetCudaDriverVersion_v2, (int* cudaDriverVersion))                                            \
-  X(nvmlDeviceGetCount_v2, (unsigned int* deviceCount))                                                     \
-  X(nvmlDeviceGetHandleByIndex_v2, (unsigned int index, kgpu::nvml::Device* device))                        \
-  X(nvmlDeviceGetHandleByUUID, (const char* uuid, kgpu::nvml::Device* device))                              \
-  X(nvmlDeviceGetIndex, (kgpu::nvml::Device device, unsigned int* index))                                   \
-  X(nvmlDeviceGetName, (kgpu::nvml::Device device, char* name, unsigned int length))                        \
-  X(nvmlDeviceGetUUID, (kgpu::nvml::Device device, char* uuid, unsigned int length))                        \
-  X(nvmlDeviceGetSerial, (kgpu::nvml::Device device, char* serial, unsigned int length))                    \
-  X(nvmlDeviceGetPciInfo_v3, (kgpu::nvml::Device device, kgpu::nvml::PciInfo* pci))                         \
-  X(nvmlDeviceGetMinorNumber, (kgpu::nvml::Device device, unsigned int* minorNumber))                       \
-  X(nvmlDeviceGetArchitecture, (kgpu::nvml::Device device, unsigned int* arch))                             \
-  X(nvmlDeviceGetCudaComputeCapability, (kgpu::nvml::Device device, int* major, int* minor))                \
-  X(nvmlDeviceGetNumaNodeId, (kgpu::nvml::Device device, unsigned int* node))                               \
-  X(nvmlDeviceGetMemoryInfo, (kgpu::nvml::Device device, kgpu::nvml::Memory* memory))                       \
-  X(nvmlDeviceGetMemoryInfo_v2, (kgpu::nvml::Device device, kgpu::nvml::MemoryV2* memory))                  \
-  X(nvmlDeviceGetUtilizationRates, (kgpu::nvml::Device device, kgpu::nvml::Utilization* utilization))       \
-  X(nvmlDeviceGetEncoderUtilization, (kgpu::nvml::Device device, unsigned int* util, unsigned int* periodUs)) \
-  X(nvmlDeviceGetDecoderUtilization, (kgpu::nvml::Device device, unsigned int* util, unsigned int* periodUs)) \
-  X(nvmlDeviceGetTemperature, (kgpu::nvml::Device device, int sensorType, unsigned int* temp))               \
-  X(nvmlDeviceGetPowerUsage, (kgpu::nvml::Device device, unsigned int* milliwatts))                         \
-  X(nvmlDeviceGetPowerManagementLimit, (kgpu::nvml::Device device, unsigned int* milliwatts))               \
-  X(nvmlDeviceGetTotalEnergyConsumption, (kgpu::nvml::Device device, unsigned long long* millijoules))      \
-  X(nvmlDeviceGetClockInfo, (kgpu::nvml::Device device, int type, unsigned int* mhz))                       \
-  X(nvmlDeviceGetMaxClockInfo, (kgpu::nvml::Device device, int type, unsigned int* mhz))                    \
-  X(nvmlDeviceGetPcieReplayCounter, (kgpu::nvml::Device device, unsigned int* value))                       \
-  X(nvmlDeviceGetRemappedRows, (kgpu::nvml::Device device, unsigned int* corrRows, unsigned int* uncRows,   \
-                                unsigned int* isPending, unsigned int* failureOccurred))                    \
-  X(nvmlDeviceGetTotalEccErrors, (kgpu::nvml::Device device, int errorType, int counterType,                \
-                                  unsigned long long* count))                                               \
-  X(nvmlDeviceGetFieldValues, (kgpu::nvml::Device device, int valuesCount, kgpu::nvml::FieldValue* values)) \
-  X(nvmlDeviceGetComputeMode, (kgpu::nvml::Device device, int* mode))                                       \
-  X(nvmlDeviceGetPersistenceMode, (kgpu::nvml::Device device, int* enabled))                                \
-  X(nvmlDeviceGetCurrentClocksEventReasons, (kgpu::nvml::Device device, unsigned long long* reasons))       \
-  X(nvmlDeviceGetComputeRunningProcesses_v3, (kgpu::nvml::Device device, unsigned int* infoCount,           \
-                                              kgpu::nvml::ProcessInfo* infos))                              \
-  X(nvmlDeviceGetProcessUtilization, (kgpu::nvml::Device device, kgpu::nvml::ProcessUtilizationSample* samples, \
-                                      unsigned int* count, unsigned long long lastSeenTimeStampUs))         \
-  X(nvmlEventSetCreate, (kgpu::nvml::EventSet* set))                                                        \
-  X(nvmlDeviceGetSupportedEventTypes, (kgpu::nvml::Device device, unsigned long long* eventTypes))          \
-  X(nvmlDeviceRegisterEvents, (kgpu::nvml::Device device, unsigned long long eventTypes,                    \
-                               kgpu::nvml::EventSet set))                                                   \
-  X(nvmlEventSetWait_v2, (kgpu::nvml::EventSet set, kgpu::nvml::EventData* data, unsigned int timeoutMs))   \
-  X(nvmlEventSetFree, (kgpu::nvml::EventSet set))                                                           \
-  X(nvmlDeviceGetMigMode, (kgpu::nvml::Device device, unsigned int* currentMode, unsigned int* pendingMode)) \
-  X(nvmlDeviceGetMaxMigDeviceCount, (kgpu::nvml::Device device, unsigned int* count))                       \
-  X(nvmlDeviceGetMigDeviceHandleByIndex, (kgpu::nvml::Device device, unsigned int index,                    \
-                                          kgpu::nvml::Device* migDevice))                                   \
-  X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, (kgpu::nvml::Device migDevice, kgpu::nvml::Device* device)) \
-  X(nvmlDeviceIsMigDeviceHandle, (kgpu::nvml::Device device, unsigned int* isMigDevice))                    \
-  X(nvmlDeviceGetGpuInstanceId, (kgpu::nvml::Device migDevice, unsigned int* id))                           \
-  X(nvmlDeviceGetComputeInstanceId, (kgpu::nvml::Device migDevice, unsigned int* id))                       \
-  X(nvmlDeviceGetGpuInstanceProfileInfo, (kgpu::nvml::Device device, unsigned int profile,                  \
-                                          kgpu::nvml::GpuInstanceProfileInfo* info))                        \
-  X(nvmlDeviceGetGpuInstances, (kgpu::nvml::Device device, unsigned int profileId,                          \
-                                kgpu::nvml::GpuInstance* instances, unsigned int* count))                   \
-  X(nvmlGpuInstanceGetInfo, (kgpu::nvml::GpuInstance instance, kgpu::nvml::GpuInstanceInfo* info))          \
-  X(nvmlDeviceGetAttributes_v2, (kgpu::nvml::Device device, kgpu::nvml::DeviceAttributes* attributes))      \
-  X(nvmlDeviceGetTopologyCommonAncestor, (kgpu::nvml::Device a, kgpu::nvml::Device b, int* level))          \
-  X(nvmlDeviceGetNvLinkState, (kgpu::nvml::Device device, unsigned int link, int* isActive))                \
-  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, (kgpu::nvml::Device device, unsigned int link,                     \
-                                          kgpu::nvml::PciInfo* pci))                                        \
-  X(nvmlGpmQueryDeviceSupport, (kgpu::nvml::Device device, kgpu::nvml::GpmSupport* support))                \
-  X(nvmlGpmSampleAlloc, (kgpu::nvml::GpmSample* sample))                                                    \
-  X(nvmlGpmSampleFree, (kgpu::nvml::GpmSample sample))                                                      \
-  X(nvmlGpmSampleGet, (kgpu::nvml::Device device, kgpu::nvml::GpmSample sample))                           \
-  X(nvmlGpmMetricsGet, (kgpu::nvml::GpmMetricsGet* metricsGet))
+#define KGPU_NVML_FUNCTIONS(X)                                                                                      \
+  X(nvmlInit_v2, (void))                                                                                            \
+  X(nvmlInitWithFlags, (unsigned int flags))                                                                        \
+  X(nvmlShutdown, (void))                                                                                           \
+  X(nvmlSystemGetDriverVersion, (char* version, unsigned int length))                                               \
+  X(nvmlSystemGetNVMLVersion, (char* version, unsigned int length))                                                 \
+  X(nvmlSystemGetCudaDriverVersion_v2, (int* cudaDriverVersion))                                                    \
+  X(nvmlDeviceGetCount_v2, (unsigned int* deviceCount))                                                             \
+  X(nvmlDeviceGetHandleByIndex_v2, (unsigned int index, kgpu::nvml::Device* device))                                \
+  X(nvmlDeviceGetHandleByUUID, (const char* uuid, kgpu::nvml::Device* device))                                      \
+  X(nvmlDeviceGetIndex, (kgpu::nvml::Device device, unsigned int* index))                                           \
+  X(nvmlDeviceGetName, (kgpu::nvml::Device device, char* name, unsigned int length))                                \
+  X(nvmlDeviceGetUUID, (kgpu::nvml::Device device, char* uuid, unsigned int length))                                \
+  X(nvmlDeviceGetSerial, (kgpu::nvml::Device device, char* serial, unsigned int length))                            \
+  X(nvmlDeviceGetPciInfo_v3, (kgpu::nvml::Device device, kgpu::nvml::PciInfo * pci))                                \
+  X(nvmlDeviceGetMinorNumber, (kgpu::nvml::Device device, unsigned int* minorNumber))                               \
+  X(nvmlDeviceGetArchitecture, (kgpu::nvml::Device device, unsigned int* arch))                                     \
+  X(nvmlDeviceGetCudaComputeCapability, (kgpu::nvml::Device device, int* major, int* minor))                        \
+  X(nvmlDeviceGetNumaNodeId, (kgpu::nvml::Device device, unsigned int* node))                                       \
+  X(nvmlDeviceGetMemoryInfo, (kgpu::nvml::Device device, kgpu::nvml::Memory * memory))                              \
+  X(nvmlDeviceGetMemoryInfo_v2, (kgpu::nvml::Device device, kgpu::nvml::MemoryV2 * memory))                         \
+  X(nvmlDeviceGetUtilizationRates, (kgpu::nvml::Device device, kgpu::nvml::Utilization * utilization))              \
+  X(nvmlDeviceGetEncoderUtilization, (kgpu::nvml::Device device, unsigned int* util, unsigned int* periodUs))       \
+  X(nvmlDeviceGetDecoderUtilization, (kgpu::nvml::Device device, unsigned int* util, unsigned int* periodUs))       \
+  X(nvmlDeviceGetTemperature, (kgpu::nvml::Device device, int sensorType, unsigned int* temp))                      \
+  X(nvmlDeviceGetPowerUsage, (kgpu::nvml::Device device, unsigned int* milliwatts))                                 \
+  X(nvmlDeviceGetPowerManagementLimit, (kgpu::nvml::Device device, unsigned int* milliwatts))                       \
+  X(nvmlDeviceGetTotalEnergyConsumption, (kgpu::nvml::Device device, unsigned long long* millijoules))              \
+  X(nvmlDeviceGetClockInfo, (kgpu::nvml::Device device, int type, unsigned int* mhz))                               \
+  X(nvmlDeviceGetMaxClockInfo, (kgpu::nvml::Device device, int type, unsigned int* mhz))                            \
+  X(nvmlDeviceGetPcieReplayCounter, (kgpu::nvml::Device device, unsigned int* value))                               \
+  X(nvmlDeviceGetRemappedRows, (kgpu::nvml::Device device, unsigned int* corrRows, unsigned int* uncRows,           \
+                                unsigned int* isPending, unsigned int* failureOccurred))                            \
+  X(nvmlDeviceGetTotalEccErrors,                                                                                    \
+    (kgpu::nvml::Device device, int errorType, int counterType, unsigned long long* count))                         \
+  X(nvmlDeviceGetFieldValues, (kgpu::nvml::Device device, int valuesCount, kgpu::nvml::FieldValue* values))         \
+  X(nvmlDeviceGetComputeMode, (kgpu::nvml::Device device, int* mode))                                               \
+  X(nvmlDeviceGetPersistenceMode, (kgpu::nvml::Device device, int* enabled))                                        \
+  X(nvmlDeviceGetCurrentClocksEventReasons, (kgpu::nvml::Device device, unsigned long long* reasons))               \
+  X(nvmlDeviceGetComputeRunningProcesses_v3,                                                                        \
+    (kgpu::nvml::Device device, unsigned int* infoCount, kgpu::nvml::ProcessInfo* infos))                           \
+  X(nvmlDeviceGetProcessUtilization, (kgpu::nvml::Device device, kgpu::nvml::ProcessUtilizationSample * samples,    \
+                                      unsigned int* count, unsigned long long lastSeenTimeStampUs))                 \
+  X(nvmlEventSetCreate, (kgpu::nvml::EventSet * set))                                                               \
+  X(nvmlDeviceGetSupportedEventTypes, (kgpu::nvml::Device device, unsigned long long* eventTypes))                  \
+  X(nvmlDeviceRegisterEvents, (kgpu::nvml::Device device, unsigned long long eventTypes, kgpu::nvml::EventSet set)) \
+  X(nvmlEventSetWait_v2, (kgpu::nvml::EventSet set, kgpu::nvml::EventData * data, unsigned int timeoutMs))          \
+  X(nvmlEventSetFree, (kgpu::nvml::EventSet set))                                                                   \
+  X(nvmlDeviceGetMigMode, (kgpu::nvml::Device device, unsigned int* currentMode, unsigned int* pendingMode))        \
+  X(nvmlDeviceGetMaxMigDeviceCount, (kgpu::nvml::Device device, unsigned int* count))                               \
+  X(nvmlDeviceGetMigDeviceHandleByIndex,                                                                            \
+    (kgpu::nvml::Device device, unsigned int index, kgpu::nvml::Device* migDevice))                                 \
+  X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, (kgpu::nvml::Device migDevice, kgpu::nvml::Device * device))      \
+  X(nvmlDeviceIsMigDeviceHandle, (kgpu::nvml::Device device, unsigned int* isMigDevice))                            \
+  X(nvmlDeviceGetGpuInstanceId, (kgpu::nvml::Device migDevice, unsigned int* id))                                   \
+  X(nvmlDeviceGetComputeInstanceId, (kgpu::nvml::Device migDevice, unsigned int* id))                               \
+  X(nvmlDeviceGetGpuInstanceProfileInfo,                                                                            \
+    (kgpu::nvml::Device device, unsigned int profile, kgpu::nvml::GpuInstanceProfileInfo* info))                    \
+  X(nvmlDeviceGetGpuInstances,                                                                                      \
+    (kgpu::nvml::Device device, unsigned int profileId, kgpu::nvml::GpuInstance* instances, unsigned int* count))   \
+  X(nvmlGpuInstanceGetInfo, (kgpu::nvml::GpuInstance instance, kgpu::nvml::GpuInstanceInfo * info))                 \
+  X(nvmlDeviceGetAttributes_v2, (kgpu::nvml::Device device, kgpu::nvml::DeviceAttributes * attributes))             \
+  X(nvmlDeviceGetTopologyCommonAncestor, (kgpu::nvml::Device a, kgpu::nvml::Device b, int* level))                  \
+  X(nvmlDeviceGetNvLinkState, (kgpu::nvml::Device device, unsigned int link, int* isActive))                        \
+  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, (kgpu::nvml::Device device, unsigned int link, kgpu::nvml::PciInfo* pci))  \
+  X(nvmlGpmQueryDeviceSupport, (kgpu::nvml::Device device, kgpu::nvml::GpmSupport * support))                       \
+  X(nvmlGpmSampleAlloc, (kgpu::nvml::GpmSample * sample))                                                           \
+  X(nvmlGpmSampleFree, (kgpu::nvml::GpmSample sample))                                                              \
+  X(nvmlGpmSampleGet, (kgpu::nvml::Device device, kgpu::nvml::GpmSample sample))                                    \
+  X(nvmlGpmMetricsGet, (kgpu::nvml::GpmMetricsGet * metricsGet))
 
 // Function-pointer types: kgpu::nvml::fn::nvmlInit_v2 etc.
 namespace fn {

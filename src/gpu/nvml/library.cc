@@ -54,8 +54,8 @@ Result<std::unique_ptr<Library>> Library::open(const std::string& path) {
   std::unique_ptr<Library> lib(new Library());
   lib->handle_ = handle;
   lib->path_ = path;
-#define KGPU_NVML_RESOLVE(name, params)                                                 \
-  lib->sym_.name = reinterpret_cast<fn::name>(dlsym(handle, #name));                    \
+#define KGPU_NVML_RESOLVE(name, params)                              \
+  lib->sym_.name = reinterpret_cast<fn::name>(dlsym(handle, #name)); \
   if (lib->sym_.name == nullptr) ++lib->missing_;
   KGPU_NVML_FUNCTIONS(KGPU_NVML_RESOLVE)
 #undef KGPU_NVML_RESOLVE
@@ -106,8 +106,7 @@ Result<void> Library::init() {
                   "container access to the NVIDIA device nodes",
                   what);
     case kErrorLibraryNotFound:
-      return fail(ErrorCode::kNotFound, "failed to initialize NVML: {}: the driver's libraries are incomplete",
-                  what);
+      return fail(ErrorCode::kNotFound, "failed to initialize NVML: {}: the driver's libraries are incomplete", what);
     default:
       return fail(error_code_for(r), "failed to initialize NVML: {}", what);
   }
