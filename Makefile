@@ -7,7 +7,7 @@ ASAN_BUILD ?= build-asan
 NODE ?= examples/nodes/dgx-h100.yaml
 CMAKE_COMMON = -G Ninja -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: setup build build-asan run test test-plain test-asan clean
+.PHONY: setup build build-asan run test test-plain test-asan bench clean
 
 setup:
 	@scripts/setup.sh
@@ -34,6 +34,9 @@ test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test: test-plain test-asan
+
+bench: build
+	$(BUILD)/bench/gpu_bench
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
