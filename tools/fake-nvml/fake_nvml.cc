@@ -583,18 +583,21 @@ FAKE_API Return nvmlDeviceGetTotalEnergyConsumption(Device d, unsigned long long
   return kSuccess;
 }
 
-FAKE_API Return nvmlDeviceGetClockInfo(Device d, int type, unsigned int* mhz) {
-  Call c("nvmlDeviceGetClockInfo", d, true, false);
+// Current (telemetry, defaulting to idle) or maximum clock of a clock domain.
+Return clock_mhz(const char* fn, Device d, int type, unsigned int* mhz, bool current) {
+  Call c(fn, d, true, false);
   if (c.rc != kSuccess) return c.rc;
   if (mhz == nullptr) return kErrorInvalidArgument;
   const auto& m = *c.gpu->model;
   switch (type) {
     case kClockGraphics:
     case kClockSm:
-      *mhz = static_cast<unsigned>(c.gpu->telemetry.at("smClock", c.now(), m.max_sm_clock_mhz / 6));
+      *mhz = current ? static_cast<unsigned>(c.gpu->telemetry.at("smClock", c.now(), m.max_sm_clock_mhz / 6))
+                     : m.max_sm_clock_mhz;
       return kSuccess;
     case kClockMem:
-      *mhz = static_cast<unsigned>(c.gpu->telemetry.at("memClock", c.now(), m.max_mem_clock_mhz));
+      *mhz = current ? static_cast<unsigned>(c.gpu->telemetry.at("memClock", c.now(), m.max_mem_clock_mhz))
+                     : m.max_mem_clock_mhz;
       return kSuccess;
     case kClockVideo:
       *mhz = m.max_sm_clock_mhz * 3 / 4;
@@ -604,25 +607,12 @@ FAKE_API Return nvmlDeviceGetClockInfo(Device d, int type, unsigned int* mhz) {
   }
 }
 
+FAKE_API Return nvmlDeviceGetClockInfo(Device d, int type, unsigned int* mhz) {
+  return clock_mhz("nvmlDeviceGetClockInfo", d, type, mhz, true);
+}
+
 FAKE_API Return nvmlDeviceGetMaxClockInfo(Device d, int type, unsigned int* mhz) {
-  Call c("nvmlDeviceGetMaxClockInfo", d, true, false);
-  if (c.rc != kSuccess) return c.rc;
-  if (mhz == nullptr) return kErrorInvalidArgument;
-  const auto& m = *c.gpu->model;
-  switch (type) {
-    case kClockGraphics:
-    case kClockSm:
-      *mhz = m.max_sm_clock_mhz;
-      return kSuccess;
-    case kClockMem:
-      *mhz = m.max_mem_clock_mhz;
-      return kSuccess;
-    case kClockVideo:
-      *mhz = m.max_sm_clock_mhz * 3 / 4;
-      return kSuccess;
-    default:
-      return kErrorInvalidArgument;
-  }
+  return clock_mhz("nvmlDeviceGetMaxClockInfo", d, type, mhz, false);
 }
 
 FAKE_API Return nvmlDeviceGetPcieReplayCounter(Device d, unsigned int* value) {

@@ -156,35 +156,25 @@ const ModelSpec* find_model(const std::string& key) {
   return nullptr;
 }
 
+namespace {
+
+// An HGX/DGX baseboard: 8 GPUs on NVSwitch, 0-3 on NUMA node 0 and 4-7 on 1, pairs sharing a
+// PCIe switch and host bridge.
+NodePreset hgx(const char* key, const char* description, const char* model, std::vector<unsigned> bus) {
+  const std::vector<std::vector<unsigned>> pairs = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+  return {key, description, model, 8, "nvswitch", std::move(bus), {0, 0, 0, 0, 1, 1, 1, 1}, pairs, pairs};
+}
+
+}  // namespace
+
 const std::vector<NodePreset>& node_presets() {
   static const std::vector<NodePreset> kPresets = {
-      {"hgx-h100-8",
-       "8x H100 SXM 80GB, NVSwitch, two NUMA nodes",
-       "H100-SXM-80GB",
-       8,
-       "nvswitch",
-       {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb},
-       {0, 0, 0, 0, 1, 1, 1, 1},
-       {{0, 1}, {2, 3}, {4, 5}, {6, 7}},
-       {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
-      {"hgx-h200-8",
-       "8x H200 141GB, NVSwitch, two NUMA nodes",
-       "H200-141GB",
-       8,
-       "nvswitch",
-       {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb},
-       {0, 0, 0, 0, 1, 1, 1, 1},
-       {{0, 1}, {2, 3}, {4, 5}, {6, 7}},
-       {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
-      {"dgx-a100-8",
-       "8x A100 SXM4 80GB, NVSwitch, two NUMA nodes",
-       "A100-SXM4-80GB",
-       8,
-       "nvswitch",
-       {0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd},
-       {0, 0, 0, 0, 1, 1, 1, 1},
-       {{0, 1}, {2, 3}, {4, 5}, {6, 7}},
-       {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
+      hgx("hgx-h100-8", "8x H100 SXM 80GB, NVSwitch, two NUMA nodes", "H100-SXM-80GB",
+          {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}),
+      hgx("hgx-h200-8", "8x H200 141GB, NVSwitch, two NUMA nodes", "H200-141GB",
+          {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}),
+      hgx("dgx-a100-8", "8x A100 SXM4 80GB, NVSwitch, two NUMA nodes", "A100-SXM4-80GB",
+          {0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd}),
       {"pcie-t4-2", "2x T4 PCIe on one host bridge", "T4", 2, "none", {0x3b, 0x5e}, {0, 0}, {}, {{0, 1}}},
       {"pcie-l4-4",
        "4x L4 PCIe, two per socket",
