@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "agent/agent.h"
 #include "gpu/node.h"
 #include "gpu/report.h"
 
@@ -145,6 +146,37 @@ int run(int argc, char** argv) {
   events->add_option("--duration", duration_s, "Seconds to watch")->check(CLI::Range(0.0, 1e9));
   events->add_option("--count", max_count, "Stop after this many events (0: no limit)")->check(CLI::NonNegativeNumber);
 
+  agent::AgentOptions ao;
+  long long collect_ms = 5000, pr_interval_ms = 10000;
+  auto* agent_cmd =
+      app.add_subcommand("agent", "Run the node agent: GPU metrics on /metrics (dcgm-exporter compatible)");
+  agent_cmd->add_option("-a,--address", ao.address, "Address to serve /metrics and /health on ([host]:port)")
+      ->envname("DCGM_EXPORTER_LISTEN")
+      ->capture_default_str();
+  agent_cmd->add_option("-c,--collect-interval", collect_ms, "Collection interval in milliseconds")
+      ->envname("DCGM_EXPORTER_INTERVAL")
+      ->check(CLI::Range(100LL, 3600000LL))
+      ->capture_default_str();
+  agent_cmd->add_option("-f,--collectors", ao.counters_file, "Counters file in dcgm-exporter's CSV format")
+      ->envname("DCGM_EXPORTER_COLLECTORS");
+  agent_cmd
+      ->add_option("--pod-resources-socket", ao.sampler.pod_resources_socket,
+                   "Kubelet PodResources socket (empty: no pod attribution)")
+      ->capture_default_str();
+  agent_cmd->add_option("--pod-resources-interval", pr_interval_ms, "PodResources poll interval in milliseconds")
+      ->check(CLI::Range(100LL, 3600000LL))
+      ->capture_default_str();
+  agent_cmd->add_option("--proc-root", ao.sampler.proc_root, "Where /proc is (processes of shared GPUs)")
+      ->capture_default_str();
+  agent_cmd
+      ->add_option("--container-log-dir", ao.sampler.container_log_dir,
+                   "The kubelet's container log symlinks (container id -> pod, namespace, container)")
+      ->capture_default_str();
+  agent_cmd->add_option("--pod-log-dir", ao.sampler.pod_log_dir, "The kubelet's pod log directories (pod UID -> name)")
+      ->capture_default_str();
+  agent_cmd->add_option("--gpu-resource", ao.sampler.extra_resources,
+                        "Extra extended-resource names whose devices are GPUs (renamed shared resources)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -154,6 +186,12 @@ int run(int argc, char** argv) {
   if (*telemetry) return cmd_telemetry(g, json, samples, interval_ms);
   if (*processes) return cmd_processes(g, json);
   if (*events) return cmd_events(g, duration_s, max_count);
+  if (*agent_cmd) {
+    ao.nvml_library = g.nvml_library;
+    ao.sampler.interval = std::chrono::milliseconds(collect_ms);
+    ao.sampler.pod_resources_interval = std::chrono::milliseconds(pr_interval_ms);
+    return agent::run_agent(ao);
+  }
   return 2;
 }
 

@@ -1,0 +1,48 @@
+// Which pod and container a GPU process belongs to, without the API server.
+//
+// A process's cgroup path (/proc/<pid>/cgroup) names its pod UID and container ID, under the
+// systemd (kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope) and
+// cgroupfs (/kubepods/burstable/pod<uid>/<id>) layouts, for containerd, CRI-O and Docker. The
+// kubelet's log directories turn those into names: /var/log/containers holds
+// <pod>_<namespace>_<container>-<container id>.log for every running container, and
+// /var/log/pods holds <namespace>_<pod>_<uid>/ for every pod. Both roots are configurable so
+// tests run on a fabricated tree.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "metrics/frame.h"
+
+namespace kgpu::metrics {
+
+struct CgroupRef {
+  std::string pod_uid;       // with dashes
+  std::string container_id;  // 64 hex characters, or empty when the path has none
+};
+
+// Parses the content of /proc/<pid>/cgroup; nullopt when the process is not in a pod.
+std::optional<CgroupRef> parse_cgroup(std::string_view content);
+
+// Resolves processes to containers. Thread safety: resolve() may be called from any thread.
+class ProcessResolver {
+ public:
+  ProcessResolver(std::string proc_root, std::string container_log_dir, std::string pod_log_dir);
+
+  // The container a process runs in, or nullopt (not in a pod, exited, or unknown names).
+  std::optional<PodRef> resolve(unsigned pid);
+
+ private:
+  void rescan_locked();
+  std::string proc_root_, container_log_dir_, pod_log_dir_;
+  std::mutex mu_;
+  std::map<std::string, PodRef> by_container_id_;                      // guarded by mu_
+  std::map<std::string, std::pair<std::string, std::string>> by_uid_;  // uid -> (ns, pod)
+  std::chrono::steady_clock::time_point last_scan_{};
+};
+
+}  // namespace kgpu::metrics

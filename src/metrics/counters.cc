@@ -1,0 +1,223 @@
+#include "metrics/counters.h"
+
+#include <fmt/format.h>
+
+#include <sstream>
+
+namespace kgpu::metrics {
+
+namespace {
+
+using gpu::Telemetry;
+
+template <typename T>
+std::optional<Value> as_int(const std::optional<T>& v) {
+  if (!v) return std::nullopt;
+  return Value::integer(static_cast<long long>(*v));
+}
+
+std::optional<Value> as_real(const std::optional<double>& v, double scale = 1.0) {
+  if (!v) return std::nullopt;
+  return Value::real(*v * scale);
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+// The 26 enabled lines of dcgm-exporter's default-counters.csv.
+constexpr const char* kDefaultCounters[] = {
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_MEM_CLOCK",
+    "DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "DCGM_FI_DEV_ENC_UTIL",
+    "DCGM_FI_DEV_DEC_UTIL",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_RESERVED",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_DRIVER_VERSION",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_PROF_PCIE_RX_BYTES",
+};
+
+}  // namespace
+
+const char* metric_type_name(MetricType t) {
+  switch (t) {
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kLabel:
+      return "label";
+  }
+  return "gauge";
+}
+
+std::string format_value(const Value& v) { return v.is_double ? fmt::format("{:f}", v.d) : fmt::format("{}", v.i); }
+
+const std::vector<Field>& fields() {
+  using H = DeviceHistory;
+  static const std::vector<Field> kFields = {
+      {"DCGM_FI_DEV_SM_CLOCK", MetricType::kGauge, "SM clock frequency (in MHz).",
+       [](const Telemetry& t, const H&) { return as_int(t.sm_clock_mhz); }},
+      {"DCGM_FI_DEV_MEM_CLOCK", MetricType::kGauge, "Memory clock frequency (in MHz).",
+       [](const Telemetry& t, const H&) { return as_int(t.mem_clock_mhz); }},
+      {"DCGM_FI_DEV_MEMORY_TEMP", MetricType::kGauge, "Memory temperature (in C).",
+       [](const Telemetry& t, const H&) { return as_int(t.memory_temp_c); }},
+      {"DCGM_FI_DEV_GPU_TEMP", MetricType::kGauge, "GPU temperature (in C).",
+       [](const Telemetry& t, const H&) { return as_int(t.gpu_temp_c); }},
+      {"DCGM_FI_DEV_POWER_USAGE", MetricType::kGauge, "Power draw (in W).",
+       [](const Telemetry& t, const H&) { return as_real(t.power_w); }},
+      {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", MetricType::kCounter, "Total energy consumption since boot (in mJ).",
+       [](const Telemetry& t, const H&) { return as_int(t.energy_mj); }},
+      {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", MetricType::kCounter, "Total number of PCIe retries.",
+       [](const Telemetry& t, const H&) { return as_int(t.pcie_replay); }},
+      {"DCGM_FI_DEV_GPU_UTIL", MetricType::kGauge, "GPU utilization (in %).",
+       [](const Telemetry& t, const H&) { return as_int(t.gpu_util_pct); }},
+      {"DCGM_FI_DEV_MEM_COPY_UTIL", MetricType::kGauge, "Memory utilization (in %).",
+       [](const Telemetry& t, const H&) { return as_int(t.mem_copy_util_pct); }},
+      {"DCGM_FI_DEV_ENC_UTIL", MetricType::kGauge, "Encoder utilization (in %).",
+       [](const Telemetry& t, const H&) { return as_int(t.enc_util_pct); }},
+      {"DCGM_FI_DEV_DEC_UTIL", MetricType::kGauge, "Decoder utilization (in %).",
+       [](const Telemetry& t, const H&) { return as_int(t.dec_util_pct); }},
+      {"DCGM_FI_DEV_XID_ERRORS", MetricType::kGauge, "Value of the last XID error encountered.",
+       [](const Telemetry& t, const H& h) -> std::optional<Value> {
+         if (t.gpu_instance_id) return std::nullopt;  // XIDs belong to the GPU
+         return Value::integer(static_cast<long long>(h.last_xid.value_or(0)));
+       }},
+      {"DCGM_FI_DEV_FB_FREE", MetricType::kGauge, "Framebuffer memory free (in MiB).",
+       [](const Telemetry& t, const H&) { return as_int(t.fb_free_mib); }},
+      {"DCGM_FI_DEV_FB_USED", MetricType::kGauge, "Framebuffer memory used (in MiB).",
+       [](const Telemetry& t, const H&) { return as_int(t.fb_used_mib); }},
+      {"DCGM_FI_DEV_FB_RESERVED", MetricType::kGauge, "Framebuffer memory reserved (in MiB).",
+       [](const Telemetry& t, const H&) { return as_int(t.fb_reserved_mib); }},
+      {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", MetricType::kCounter,
+       "Total number of NVLink bandwidth counters for all lanes.",
+       [](const Telemetry&, const H& h) { return as_int(h.nvlink_bandwidth); }},
+      {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", MetricType::kGauge, "vGPU License status",
+       [](const Telemetry&, const H&) -> std::optional<Value> { return std::nullopt; }},  // no NVML source here
+      {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", MetricType::kCounter,
+       "Number of remapped rows for uncorrectable errors",
+       [](const Telemetry& t, const H&) { return as_int(t.remapped_rows_uncorrectable); }},
+      {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", MetricType::kCounter, "Number of remapped rows for correctable errors",
+       [](const Telemetry& t, const H&) { return as_int(t.remapped_rows_correctable); }},
+      {"DCGM_FI_DEV_ROW_REMAP_FAILURE", MetricType::kGauge, "Whether remapping of rows has failed",
+       [](const Telemetry& t, const H&) { return as_int(t.remap_failure); }},
+      {"DCGM_FI_DRIVER_VERSION", MetricType::kLabel, "Driver Version",
+       [](const Telemetry&, const H&) -> std::optional<Value> { return std::nullopt; }},
+      {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", MetricType::kGauge, "Ratio of time the graphics engine is active.",
+       [](const Telemetry& t, const H&) { return as_real(t.gr_engine_active); }},
+      {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", MetricType::kGauge, "Ratio of cycles the tensor (HMMA) pipe is active.",
+       [](const Telemetry& t, const H&) { return as_real(t.tensor_active); }},
+      {"DCGM_FI_PROF_DRAM_ACTIVE", MetricType::kGauge,
+       "Ratio of cycles the device memory interface is active sending or receiving data.",
+       [](const Telemetry& t, const H&) { return as_real(t.dram_active); }},
+      {"DCGM_FI_PROF_PCIE_TX_BYTES", MetricType::kGauge,
+       "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in "
+       "bytes per second.",
+       [](const Telemetry& t, const H&) { return as_real(t.pcie_tx_bytes_per_s); }},
+      {"DCGM_FI_PROF_PCIE_RX_BYTES", MetricType::kGauge,
+       "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes "
+       "per second.",
+       [](const Telemetry& t, const H&) { return as_real(t.pcie_rx_bytes_per_s); }},
+      // Beyond the defaults: available to counters files.
+      {"DCGM_FI_DEV_POWER_MGMT_LIMIT", MetricType::kGauge, "Power management limit (in W).",
+       [](const Telemetry& t, const H&) -> std::optional<Value> {
+         if (!t.power_limit_mw) return std::nullopt;
+         return Value::real(*t.power_limit_mw / 1000.0);
+       }},
+      {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", MetricType::kCounter, "Total number of single-bit volatile ECC errors.",
+       [](const Telemetry& t, const H&) { return as_int(t.ecc_sbe_volatile); }},
+      {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", MetricType::kCounter, "Total number of double-bit volatile ECC errors.",
+       [](const Telemetry& t, const H&) { return as_int(t.ecc_dbe_volatile); }},
+      {"DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", MetricType::kCounter, "Total number of single-bit persistent ECC errors.",
+       [](const Telemetry& t, const H&) { return as_int(t.ecc_sbe_aggregate); }},
+      {"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", MetricType::kCounter, "Total number of double-bit persistent ECC errors.",
+       [](const Telemetry& t, const H&) { return as_int(t.ecc_dbe_aggregate); }},
+      {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", MetricType::kGauge, "Throttling reasons bitmask.",
+       [](const Telemetry& t, const H&) { return as_int(t.clock_event_reasons); }},
+  };
+  return kFields;
+}
+
+const Field* find_field(const std::string& name) {
+  for (const auto& f : fields()) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+std::vector<Counter> default_counters() {
+  std::vector<Counter> out;
+  for (const char* name : kDefaultCounters) {
+    const Field* f = find_field(name);
+    out.push_back({f, f->type, f->help});
+  }
+  return out;
+}
+
+Result<CounterSet> parse_counters(const std::string& text, const std::string& source) {
+  CounterSet set;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    const auto c1 = t.find(',');
+    const auto c2 = c1 == std::string::npos ? std::string::npos : t.find(',', c1 + 1);
+    if (c2 == std::string::npos) {
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: expected 'FIELD, type, help', got '{}'", source, number, t);
+    }
+    const std::string name = trim(t.substr(0, c1));
+    const std::string type = trim(t.substr(c1 + 1, c2 - c1 - 1));
+    const std::string help = trim(t.substr(c2 + 1));
+    MetricType mt;
+    if (type == "gauge") {
+      mt = MetricType::kGauge;
+    } else if (type == "counter") {
+      mt = MetricType::kCounter;
+    } else if (type == "label") {
+      mt = MetricType::kLabel;
+    } else {
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: {}: unknown type '{}' (gauge, counter or label)", source, number,
+                  name, type);
+    }
+    if (!name.starts_with("DCGM_FI_")) {
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: '{}' is not a DCGM field name", source, number, name);
+    }
+    const Field* f = find_field(name);
+    if (f == nullptr) {
+      set.warnings.push_back(fmt::format("{}:{}: {} is not available from NVML; skipped", source, number, name));
+      continue;
+    }
+    if ((mt == MetricType::kLabel) != (f->type == MetricType::kLabel)) {
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: {} is a {}, not a {}", source, number, name,
+                  metric_type_name(f->type), type);
+    }
+    set.counters.push_back({f, mt, help});
+  }
+  return set;
+}
+
+}  // namespace kgpu::metrics

@@ -1,0 +1,86 @@
+// One sample of everything the exporter publishes, and its Prometheus text rendering.
+//
+// The sampler builds a Frame each collection interval; render() turns it into the text
+// exposition format 0.0.4 with dcgm-exporter's metric names, HELP texts, label names and order,
+// and value formats, followed by kgpu's own families (documented in docs/metrics.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/types.h"
+#include "metrics/counters.h"
+
+namespace kgpu::metrics {
+
+struct PodRef {
+  std::string ns, pod, container;
+  auto operator<=>(const PodRef&) const = default;
+};
+
+// Who a device or process belongs to, and how it is labelled.
+struct DeviceIdentity {
+  unsigned gpu = 0;
+  std::string uuid;  // the parent GPU's, also for MIG series
+  std::string pci_bus_id;
+  std::string model;
+  std::optional<std::string> gi_profile;  // MIG series only
+  std::optional<unsigned> gi_id;
+};
+
+struct DeviceSample {
+  DeviceIdentity id;
+  gpu::Telemetry telemetry;
+  DeviceHistory history;
+  std::optional<PodRef> owner;  // one container holds this GPU / MIG instance exclusively
+};
+
+// A container's share of a GPU (time-slicing replicas, MPS), from NVML's per-process data.
+struct ContainerUsage {
+  PodRef pod;
+  DeviceIdentity device;
+  std::optional<double> sm_util_pct;  // sum over the container's processes; nullopt without samples
+  uint64_t memory_mib = 0;
+  unsigned processes = 0;
+};
+
+// A device handed to a container by the kubelet (from PodResources).
+struct Allocation {
+  PodRef pod;
+  DeviceIdentity device;
+  std::string resource;   // nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...
+  std::string device_id;  // GPU-..., GPU-...::3, MIG-...
+};
+
+struct AgentStats {
+  uint64_t samples = 0;
+  double last_sample_seconds = 0;
+  double last_sample_unix = 0;
+  std::map<std::string, uint64_t> nvml_errors;  // by call
+  uint64_t pod_resources_errors = 0;
+  bool pod_resources_up = false;
+  uint64_t events_dropped = 0;
+};
+
+struct Frame {
+  std::string hostname;
+  std::string driver_version;
+  std::vector<DeviceSample> devices;  // GPUs, then MIG devices
+  std::vector<ContainerUsage> containers;
+  std::vector<Allocation> allocations;
+  // (gpu index, xid) -> events since the agent started; identities per gpu index.
+  std::map<std::pair<unsigned, uint64_t>, uint64_t> xid_counts;
+  std::map<unsigned, DeviceIdentity> gpu_identity;
+  std::map<unsigned, bool> gpu_up;
+  AgentStats stats;
+};
+
+// Escapes a label value for the text format (\\, \", \n).
+std::string escape_label(const std::string& v);
+
+std::string render(const std::vector<Counter>& counters, const Frame& frame);
+
+}  // namespace kgpu::metrics

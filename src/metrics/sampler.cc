@@ -1,0 +1,276 @@
+#include "metrics/sampler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kgpu::metrics {
+
+namespace {
+
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+// "GPU-abc::3" -> "GPU-abc" (time-slicing / MPS replica ids).
+std::string strip_replica(const std::string& id, bool* replica) {
+  const auto pos = id.find("::");
+  *replica = pos != std::string::npos;
+  return *replica ? id.substr(0, pos) : id;
+}
+
+}  // namespace
+
+Sampler::Sampler(gpu::Node& node, SamplerOptions options)
+    : node_(node),
+      opt_(std::move(options)),
+      pod_resources_(opt_.pod_resources_socket),
+      resolver_(opt_.proc_root, opt_.container_log_dir, opt_.pod_log_dir) {}
+
+Sampler::~Sampler() { stop(); }
+
+void Sampler::refresh_inventory() {
+  samples_since_inventory_ = 0;
+  auto inv = node_.inventory();
+  if (!inv) {
+    ++nvml_errors_["inventory"];
+    return;
+  }
+  driver_version_ = inv->driver_version;
+  gpus_.clear();
+  migs_.clear();
+  gpu_by_uuid_.clear();
+  mig_by_uuid_.clear();
+  for (const auto& g : inv->gpus) {
+    if (g.uuid.empty()) continue;  // lost before we ever knew it: nothing to label it with
+    DeviceIdentity id{g.index, g.uuid, g.pci.bus_id, g.name, std::nullopt, std::nullopt};
+    gpus_[g.index] = id;
+    gpu_by_uuid_[g.uuid] = g.index;
+    for (const auto& m : g.mig_devices) {
+      DeviceIdentity mid = id;
+      mid.gi_profile = m.profile;
+      mid.gi_id = m.gpu_instance_id;
+      migs_[{g.index, m.gpu_instance_id}] = mid;
+      mig_by_uuid_[m.uuid] = {g.index, m.gpu_instance_id};
+    }
+  }
+}
+
+bool Sampler::is_gpu_resource(const std::string& r) const {
+  if (r == "nvidia.com/gpu" || r.starts_with("nvidia.com/mig-") || r.starts_with("nvidia.com/gpu.")) return true;
+  return std::find(opt_.extra_resources.begin(), opt_.extra_resources.end(), r) != opt_.extra_resources.end();
+}
+
+void Sampler::on_event(const gpu::Event& e) {
+  if (e.kind != gpu::EventKind::kXid || !e.gpu_index) return;
+  std::lock_guard lock(mu_);
+  last_xid_[*e.gpu_index] = e.xid;
+  ++xid_counts_[{*e.gpu_index, e.xid}];
+}
+
+void Sampler::sample_now() {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (gpus_.empty() || ++samples_since_inventory_ >= 60) refresh_inventory();
+  auto ts = node_.telemetry();
+  // A MIG instance we have not seen: the layout changed.
+  for (const auto& t : ts) {
+    if (t.gpu_instance_id && !migs_.contains({t.gpu_index, *t.gpu_instance_id})) {
+      refresh_inventory();
+      break;
+    }
+  }
+
+  Frame f;
+  f.hostname = opt_.hostname;
+  f.driver_version = driver_version_;
+  std::vector<kubelet::ContainerDevice> devices;
+  {
+    std::lock_guard lock(mu_);
+    const bool fresh = std::chrono::steady_clock::now() - devices_at_ < opt_.pod_resources_grace;
+    if (fresh) devices = devices_;
+    f.xid_counts = xid_counts_;
+    f.stats.pod_resources_up = pod_resources_up_;
+    f.stats.pod_resources_errors = pod_resources_errors_;
+  }
+
+  // Who holds what: exclusive owners per GPU / MIG instance, and GPUs shared between containers.
+  std::map<unsigned, std::set<PodRef>> gpu_holders;
+  std::map<unsigned, bool> gpu_replicated;
+  std::map<std::pair<unsigned, unsigned>, std::set<PodRef>> mig_holders;
+  for (const auto& d : devices) {
+    if (!is_gpu_resource(d.resource)) continue;
+    bool replica = false;
+    const std::string base = strip_replica(d.device_id, &replica);
+    PodRef pod{d.ns, d.pod, d.container};
+    if (auto it = gpu_by_uuid_.find(base); it != gpu_by_uuid_.end()) {
+      gpu_holders[it->second].insert(pod);
+      gpu_replicated[it->second] = gpu_replicated[it->second] || replica;
+      f.allocations.push_back({pod, gpus_[it->second], d.resource, d.device_id});
+    } else if (auto mt = mig_by_uuid_.find(base); mt != mig_by_uuid_.end()) {
+      mig_holders[mt->second].insert(pod);
+      f.allocations.push_back({pod, migs_[mt->second], d.resource, d.device_id});
+    }
+  }
+  auto exclusive = [](const std::set<PodRef>& s) -> std::optional<PodRef> {
+    if (s.size() == 1) return *s.begin();
+    return std::nullopt;
+  };
+
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& t : ts) {
+    for (const auto& e : t.errors) ++nvml_errors_[e.call];
+    DeviceSample ds;
+    if (t.gpu_instance_id) {
+      auto it = migs_.find({t.gpu_index, *t.gpu_instance_id});
+      if (it == migs_.end()) continue;
+      ds.id = it->second;
+      if (auto h = mig_holders.find({t.gpu_index, *t.gpu_instance_id}); h != mig_holders.end()) {
+        ds.owner = exclusive(h->second);
+      }
+    } else {
+      auto it = gpus_.find(t.gpu_index);
+      if (it == gpus_.end()) continue;
+      ds.id = it->second;
+      f.gpu_identity[t.gpu_index] = it->second;
+      f.gpu_up[t.gpu_index] = !t.lost && !(t.errors.size() > 0 && !t.gpu_temp_c && !t.power_w && !t.fb_used_mib);
+      if (auto h = gpu_holders.find(t.gpu_index); h != gpu_holders.end() && !gpu_replicated[t.gpu_index]) {
+        ds.owner = exclusive(h->second);
+      }
+      {
+        std::lock_guard lock(mu_);
+        if (auto x = last_xid_.find(t.gpu_index); x != last_xid_.end()) ds.history.last_xid = x->second;
+      }
+      if (t.nvlink_tx_kib && t.nvlink_rx_kib) {
+        const uint64_t total = *t.nvlink_tx_kib + *t.nvlink_rx_kib;
+        if (auto p = nvlink_prev_.find(t.gpu_index); p != nvlink_prev_.end() && total >= p->second.kib) {
+          const double dt = std::chrono::duration<double>(now - p->second.at).count();
+          if (dt > 0) ds.history.nvlink_bandwidth = static_cast<long long>((total - p->second.kib) / dt / 1000.0);
+        }
+        nvlink_prev_[t.gpu_index] = {total, now};
+      }
+    }
+    ds.telemetry = std::move(t);
+    f.devices.push_back(std::move(ds));
+  }
+
+  // Shared GPUs: per-container numbers from NVML's per-process data.
+  for (const auto& [gpu, holders] : gpu_holders) {
+    if (holders.size() < 2 && !gpu_replicated[gpu]) continue;
+    auto procs = node_.processes(gpu);
+    if (!procs) {
+      ++nvml_errors_["nvmlDeviceGetComputeRunningProcesses_v3"];
+      continue;
+    }
+    auto util = node_.process_utilization(gpu, process_util_seen_[gpu]);
+    if (util) {
+      for (const auto& u : *util) {
+        proc_util_[{gpu, u.pid}] = {u.sm_util, now};
+        process_util_seen_[gpu] = std::max(process_util_seen_[gpu], u.timestamp_us);
+      }
+    } else if (util.error().code != ErrorCode::kNotSupported) {
+      ++nvml_errors_["nvmlDeviceGetProcessUtilization"];
+    }
+    std::map<PodRef, ContainerUsage> usage;
+    for (const auto& p : *procs) {
+      auto pod = resolver_.resolve(p.pid);
+      if (!pod) continue;
+      auto& u = usage[*pod];
+      u.pod = *pod;
+      u.device = gpus_[gpu];
+      u.memory_mib += p.used_memory_bytes.value_or(0) >> 20;
+      ++u.processes;
+      if (util) {
+        auto it = proc_util_.find({gpu, p.pid});
+        // A process without a recent sample did no work in the sampling window.
+        const unsigned sm =
+            (it != proc_util_.end() && now - it->second.at < std::chrono::seconds(5)) ? it->second.sm : 0;
+        u.sm_util_pct = u.sm_util_pct.value_or(0) + sm;
+      }
+    }
+    for (auto& [pod, u] : usage) f.containers.push_back(std::move(u));
+  }
+  std::erase_if(proc_util_, [&](const auto& kv) { return now - kv.second.at > std::chrono::minutes(5); });
+
+  ++samples_;
+  const auto t1 = std::chrono::steady_clock::now();
+  f.stats.samples = samples_;
+  f.stats.last_sample_seconds = std::chrono::duration<double>(t1 - t0).count();
+  f.stats.last_sample_unix = unix_now();
+  f.stats.nvml_errors = nvml_errors_;
+  auto page = std::make_shared<const std::string>(render(opt_.counters, f));
+  std::lock_guard lock(mu_);
+  page_ = std::move(page);
+  last_sample_ = t1;
+}
+
+void Sampler::poll_pod_resources_now() {
+  if (opt_.pod_resources_socket.empty()) return;
+  auto list = pod_resources_.list(opt_.pod_resources_timeout);
+  std::lock_guard lock(mu_);
+  if (list) {
+    devices_ = std::move(*list);
+    devices_at_ = std::chrono::steady_clock::now();
+    pod_resources_up_ = true;
+  } else {
+    if (pod_resources_up_) std::fprintf(stderr, "kgpu agent: %s\n", list.error().message.c_str());
+    pod_resources_up_ = false;
+    ++pod_resources_errors_;
+  }
+}
+
+std::shared_ptr<const std::string> Sampler::page() const {
+  std::lock_guard lock(mu_);
+  return page_;
+}
+
+bool Sampler::healthy() const {
+  std::lock_guard lock(mu_);
+  return page_ != nullptr &&
+         std::chrono::steady_clock::now() - last_sample_ < 3 * opt_.interval + std::chrono::seconds(1);
+}
+
+void Sampler::sample_loop() {
+  std::unique_lock lock(stop_mu_);
+  while (!stopping_) {
+    if (stop_cv_.wait_for(lock, opt_.interval, [&] { return stopping_; })) break;
+    lock.unlock();
+    sample_now();
+    lock.lock();
+  }
+}
+
+void Sampler::poll_loop() {
+  std::unique_lock lock(stop_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    poll_pod_resources_now();
+    lock.lock();
+    stop_cv_.wait_for(lock, opt_.pod_resources_interval, [&] { return stopping_; });
+  }
+}
+
+void Sampler::start() {
+  auto watcher = gpu::EventWatcher::start(node_, [this](const gpu::Event& e) { on_event(e); });
+  if (watcher) {
+    events_ = std::move(*watcher);
+    for (const auto& e : events_->registration_errors()) std::fprintf(stderr, "kgpu agent: warning: %s\n", e.c_str());
+  } else {
+    std::fprintf(stderr, "kgpu agent: warning: no XID events: %s\n", watcher.error().message.c_str());
+  }
+  if (!opt_.pod_resources_socket.empty()) poll_pod_resources_now();
+  sample_now();
+  sample_thread_ = std::thread([this] { sample_loop(); });
+  if (!opt_.pod_resources_socket.empty()) poll_thread_ = std::thread([this] { poll_loop(); });
+}
+
+void Sampler::stop() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (sample_thread_.joinable()) sample_thread_.join();
+  if (poll_thread_.joinable()) poll_thread_.join();
+  if (events_) events_->stop();
+}
+
+}  // namespace kgpu::metrics

@@ -1,0 +1,116 @@
+// The exporter's background work: samples NVML every interval, polls the kubelet's PodResources
+// on its own interval, follows XID events, and keeps one pre-rendered /metrics page.
+//
+// A scrape only copies a shared pointer to the latest page: it never calls NVML or the kubelet.
+//
+// Thread safety: page() and healthy() may be called from any thread at any time. start()/stop()
+// from one thread. The Node must outlive the Sampler.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/node.h"
+#include "kubelet/pod_resources.h"
+#include "metrics/attribution.h"
+#include "metrics/counters.h"
+#include "metrics/frame.h"
+
+namespace kgpu::metrics {
+
+struct SamplerOptions {
+  std::chrono::milliseconds interval{5000};
+  std::string hostname;
+  std::vector<Counter> counters = default_counters();
+  // PodResources: empty socket disables attribution to pods.
+  std::string pod_resources_socket = kubelet::kDefaultPodResourcesSocket;
+  std::chrono::milliseconds pod_resources_interval{10000};
+  std::chrono::milliseconds pod_resources_timeout{2000};
+  // Allocations stay on the series this long after the kubelet stops answering.
+  std::chrono::milliseconds pod_resources_grace{60000};
+  // Resources whose devices are GPUs; others in PodResources are ignored.
+  std::vector<std::string> extra_resources;
+  std::string proc_root = "/proc";
+  std::string container_log_dir = "/var/log/containers";
+  std::string pod_log_dir = "/var/log/pods";
+};
+
+class Sampler {
+ public:
+  Sampler(gpu::Node& node, SamplerOptions options);
+  ~Sampler();
+
+  // Takes the first sample synchronously (so the page is never empty), then starts the threads.
+  void start();
+  void stop();
+
+  // The latest rendered page (never null after start() or sample_now()).
+  std::shared_ptr<const std::string> page() const;
+  // True when a sample was taken within the last three intervals.
+  bool healthy() const;
+
+  // One sample now, on the caller's thread (tests; start() uses it too).
+  void sample_now();
+  // One PodResources poll now, on the caller's thread.
+  void poll_pod_resources_now();
+
+ private:
+  void refresh_inventory();
+  void on_event(const gpu::Event& e);
+  bool is_gpu_resource(const std::string& resource) const;
+  void sample_loop();
+  void poll_loop();
+
+  gpu::Node& node_;
+  SamplerOptions opt_;
+  kubelet::PodResourcesClient pod_resources_;
+  ProcessResolver resolver_;
+
+  // Sampling state: only the sampling thread (or sample_now's caller) touches these.
+  std::string driver_version_;
+  std::map<unsigned, DeviceIdentity> gpus_;                       // by index
+  std::map<std::pair<unsigned, unsigned>, DeviceIdentity> migs_;  // (gpu, gi)
+  std::map<std::string, unsigned> gpu_by_uuid_;
+  std::map<std::string, std::pair<unsigned, unsigned>> mig_by_uuid_;
+  struct NvlinkPrev {
+    uint64_t kib;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<unsigned, NvlinkPrev> nvlink_prev_;
+  std::map<unsigned, uint64_t> process_util_seen_;  // gpu -> last NVML timestamp
+  struct ProcUtil {
+    unsigned sm;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::pair<unsigned, unsigned>, ProcUtil> proc_util_;  // (gpu, pid)
+  std::map<std::string, uint64_t> nvml_errors_;
+  uint64_t samples_ = 0;
+  int samples_since_inventory_ = 0;
+
+  // Shared with the event and poll threads.
+  mutable std::mutex mu_;
+  std::map<unsigned, uint64_t> last_xid_;
+  std::map<std::pair<unsigned, uint64_t>, uint64_t> xid_counts_;
+  std::vector<kubelet::ContainerDevice> devices_;
+  std::chrono::steady_clock::time_point devices_at_{};
+  bool pod_resources_up_ = false;
+  uint64_t pod_resources_errors_ = 0;
+  std::shared_ptr<const std::string> page_;
+  std::chrono::steady_clock::time_point last_sample_{};
+
+  std::unique_ptr<gpu::EventWatcher> events_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread sample_thread_, poll_thread_;
+};
+
+}  // namespace kgpu::metrics

@@ -1,0 +1,118 @@
+#include "kubelet_peer.h"
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace kgpu::testing {
+
+namespace {
+
+void varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+// Field with wire type 2 (length-delimited): strings and embedded messages.
+void field(std::string& out, int number, const std::string& bytes) {
+  varint(out, (static_cast<uint64_t>(number) << 3) | 2);
+  varint(out, bytes.size());
+  out += bytes;
+}
+
+}  // namespace
+
+std::string encode_list_response(const std::vector<PeerPod>& pods) {
+  std::string resp;
+  for (const auto& p : pods) {
+    std::string pod;
+    field(pod, 1, p.name);
+    field(pod, 2, p.ns);
+    for (const auto& c : p.containers) {
+      std::string container;
+      field(container, 1, c.name);
+      std::string devices;
+      field(devices, 1, c.resource);
+      for (const auto& id : c.device_ids) field(devices, 2, id);
+      field(container, 2, devices);
+      field(pod, 3, container);
+    }
+    field(resp, 1, pod);
+  }
+  return resp;
+}
+
+struct KubeletPeer::Impl : grpc::CallbackGenericService {
+  KubeletPeer* peer = nullptr;
+  std::mutex mu;
+  std::string response;  // guarded by mu
+  std::unique_ptr<grpc::Server> server;
+
+  class Reactor : public grpc::ServerGenericBidiReactor {
+   public:
+    Reactor(grpc::GenericCallbackServerContext* ctx, Impl* impl) : ctx_(ctx), impl_(impl) { StartRead(&request_); }
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request"));
+        return;
+      }
+      if (ctx_->method() != "/v1.PodResourcesLister/List") {
+        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "only List is served: " + ctx_->method()));
+        return;
+      }
+      ++impl_->peer->calls_;
+      if (int d = impl_->peer->delay_ms_.load(); d > 0) std::this_thread::sleep_for(std::chrono::milliseconds(d));
+      std::string body;
+      {
+        std::lock_guard lock(impl_->mu);
+        body = impl_->response;
+      }
+      grpc::Slice slice(body);
+      response_ = grpc::ByteBuffer(&slice, 1);
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    grpc::GenericCallbackServerContext* ctx_;
+    Impl* impl_;
+    grpc::ByteBuffer request_, response_;
+  };
+
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+    return new Reactor(ctx, this);
+  }
+};
+
+KubeletPeer::KubeletPeer(std::string socket_path) : socket_(std::move(socket_path)), impl_(std::make_unique<Impl>()) {
+  impl_->peer = this;
+}
+
+KubeletPeer::~KubeletPeer() { stop(); }
+
+void KubeletPeer::start() {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socket_, grpc::InsecureServerCredentials());
+  builder.RegisterCallbackGenericService(impl_.get());
+  impl_->server = builder.BuildAndStart();
+}
+
+void KubeletPeer::stop() {
+  if (impl_->server) {
+    impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    impl_->server.reset();
+  }
+  ::unlink(socket_.c_str());
+}
+
+void KubeletPeer::set_pods(std::vector<PeerPod> pods) {
+  std::lock_guard lock(impl_->mu);
+  impl_->response = encode_list_response(pods);
+}
+
+}  // namespace kgpu::testing
