@@ -116,6 +116,17 @@ std::string render(const std::vector<Counter>& counters, const Frame& f) {
       out += fmt::format("}} {}\n", up ? 1 : 0);
     }
   }
+  if (!f.gpu_identity.empty()) {
+    // One series per GPU from the start, so increase() sees the first XID too.
+    header(out, "kgpu_xid_events_total", "XID events since the agent started, by GPU.", "counter");
+    for (const auto& [gpu, id] : f.gpu_identity) {
+      uint64_t n = 0;
+      for (const auto& [key, count] : f.xid_counts) n += key.first == gpu ? count : 0;
+      out += "kgpu_xid_events_total{";
+      device_labels(out, id, opts);
+      out += fmt::format("}} {}\n", n);
+    }
+  }
   if (!f.xid_counts.empty()) {
     header(out, "kgpu_xid_errors_total", "XID events since the agent started, by GPU and XID code.", "counter");
     for (const auto& [key, n] : f.xid_counts) {

@@ -85,7 +85,7 @@ void Sampler::sample_now() {
   std::vector<kubelet::ContainerDevice> devices;
   {
     std::lock_guard lock(mu_);
-    const bool fresh = std::chrono::steady_clock::now() - devices_at_ < opt_.pod_resources_grace;
+    const bool fresh = pod_resources_up_ || std::chrono::steady_clock::now() - devices_at_ < opt_.pod_resources_grace;
     if (fresh) devices = devices_;
     f.xid_counts = xid_counts_;
     f.stats.pod_resources_up = pod_resources_up_;

@@ -1,7 +1,11 @@
 #include "test_env.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +48,70 @@ std::unique_ptr<gpu::Node> open_fake() {
   auto node = gpu::Node::open(fake_library());
   EXPECT_TRUE(node) << (node ? "" : node.error().message);
   return node ? std::move(*node) : nullptr;
+}
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                           const std::string& log_path) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    for (const auto& e : env) putenv(strdup(e.c_str()));
+    if (!log_path.empty()) {
+      FILE* log = fopen(log_path.c_str(), "w");
+      if (log != nullptr) {
+        dup2(fileno(log), 1);
+        dup2(fileno(log), 2);
+      }
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 50; ++i) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+bool ChildProcess::running() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "kgpu-test-XXXXXX").string();
+  dir_ = mkdtemp(tmpl.data());
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string TempDir::write(const std::string& relative, const std::string& content) const {
+  const auto p = dir_ / relative;
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(p);
+  out << content;
+  return p.string();
 }
 
 Output run_command(const std::string& command) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpu/node.h"
 
@@ -28,6 +29,36 @@ class FakeNodeFile {
 
 // Opens the fake through gpu::Node::open; fails the test on error.
 std::unique_ptr<gpu::Node> open_fake();
+
+// A child process (started with execve), killed and reaped on destruction.
+class ChildProcess {
+ public:
+  // argv[0] is the program path; env entries "NAME=value" are added to this process's environment.
+  ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+               const std::string& log_path = "");
+  ~ChildProcess();
+  bool running();
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+// A temporary directory removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return dir_; }
+  // Writes `content` to path()/relative, creating directories.
+  std::string write(const std::string& relative, const std::string& content) const;
+
+ private:
+  std::filesystem::path dir_;
+};
 
 // Runs a command, returning exit status and combined output.
 struct Output {

@@ -47,10 +47,12 @@ std::string encode_list_response(const std::vector<PeerPod>& pods) {
   return resp;
 }
 
-struct KubeletPeer::Impl : grpc::CallbackGenericService {
+struct KubeletPeer::Impl {
   KubeletPeer* peer = nullptr;
   std::mutex mu;
   std::string response;  // guarded by mu
+  struct Service;
+  std::unique_ptr<Service> service;  // one per server: gRPC binds a generic service to one server
   std::unique_ptr<grpc::Server> server;
 
   class Reactor : public grpc::ServerGenericBidiReactor {
@@ -83,10 +85,14 @@ struct KubeletPeer::Impl : grpc::CallbackGenericService {
     Impl* impl_;
     grpc::ByteBuffer request_, response_;
   };
+};
 
+struct KubeletPeer::Impl::Service : grpc::CallbackGenericService {
+  explicit Service(Impl* i) : impl(i) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
-    return new Reactor(ctx, this);
+    return new Reactor(ctx, impl);
   }
+  Impl* impl;
 };
 
 KubeletPeer::KubeletPeer(std::string socket_path) : socket_(std::move(socket_path)), impl_(std::make_unique<Impl>()) {
@@ -98,7 +104,8 @@ KubeletPeer::~KubeletPeer() { stop(); }
 void KubeletPeer::start() {
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socket_, grpc::InsecureServerCredentials());
-  builder.RegisterCallbackGenericService(impl_.get());
+  impl_->service = std::make_unique<Impl::Service>(impl_.get());
+  builder.RegisterCallbackGenericService(impl_->service.get());
   impl_->server = builder.BuildAndStart();
 }
 
@@ -106,6 +113,7 @@ void KubeletPeer::stop() {
   if (impl_->server) {
     impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
     impl_->server.reset();
+    impl_->service.reset();
   }
   ::unlink(socket_.c_str());
 }

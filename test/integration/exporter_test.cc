@@ -1,0 +1,217 @@
+// The metrics sampler against the fake NVML, a kubelet peer speaking the PodResources wire
+// contract, and a fabricated /proc and kubelet log tree.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "../peers/kubelet_peer.h"
+#include "kubelet/pod_resources.h"
+#include "metrics/sampler.h"
+#include "node_fixture.h"
+#include "test_env.h"
+
+namespace kgpu::metrics {
+namespace {
+
+using kgpu::testing::FakeNodeFile;
+using kgpu::testing::KubeletPeer;
+using kgpu::testing::PeerPod;
+using kgpu::testing::TempDir;
+using namespace kgpu::testing::fixture;
+
+class ExporterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fabricate_host(dir_);
+    node_ = kgpu::testing::open_fake();
+    ASSERT_TRUE(node_);
+    auto inv = node_->inventory();
+    ASSERT_TRUE(inv);
+    mig0_ = inv->gpus[2].mig_devices[0].uuid;
+    peer_.set_pods(pods(mig0_));
+    peer_.start();
+  }
+
+  SamplerOptions options() {
+    SamplerOptions o;
+    o.hostname = "gpu-node-7";
+    o.pod_resources_socket = peer_.socket_path();
+    o.pod_resources_timeout = std::chrono::milliseconds(300);
+    o.proc_root = (dir_.path() / "proc").string();
+    o.container_log_dir = (dir_.path() / "containers").string();
+    o.pod_log_dir = (dir_.path() / "pods").string();
+    o.interval = std::chrono::hours(1);  // tests sample by hand
+    return o;
+  }
+
+  TempDir dir_;
+  FakeNodeFile fake_{node_yaml()};
+  KubeletPeer peer_{(dir_.path() / "kubelet.sock").string()};
+  std::unique_ptr<gpu::Node> node_;
+  std::string mig0_;
+};
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// The value of the first sample line that starts with `prefix`, or "" if none.
+std::string value_of(const std::string& page, const std::string& prefix) {
+  for (size_t pos = 0; pos < page.size();) {
+    const auto end = page.find('\n', pos);
+    const std::string line = page.substr(pos, end - pos);
+    if (line.starts_with(prefix)) return line.substr(line.rfind(' ') + 1);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return "";
+}
+
+TEST_F(ExporterTest, PodResourcesClientDecodesThePeer) {
+  kubelet::PodResourcesClient client(peer_.socket_path());
+  auto devices = client.list(std::chrono::milliseconds(500));
+  ASSERT_TRUE(devices) << devices.error().message;
+  ASSERT_EQ(devices->size(), 5u);
+  EXPECT_EQ((*devices)[1].ns, "team-b");
+  EXPECT_EQ((*devices)[1].pod, "notebook-b");
+  EXPECT_EQ((*devices)[1].container, "jupyter");
+  EXPECT_EQ((*devices)[1].resource, "nvidia.com/gpu");
+  EXPECT_EQ((*devices)[1].device_id, std::string(kGpu1) + "::0");
+  EXPECT_EQ(peer_.list_calls(), 1);
+
+  kubelet::PodResourcesClient missing((dir_.path() / "nope.sock").string());
+  auto err = missing.list(std::chrono::milliseconds(200));
+  ASSERT_FALSE(err);
+  EXPECT_EQ(err.error().code, ErrorCode::kUnavailable);
+  EXPECT_TRUE(has(err.error().message, "does not exist")) << err.error().message;
+}
+
+TEST_F(ExporterTest, AttributesExclusiveSharedAndMigDevices) {
+  Sampler s(*node_, options());
+  s.poll_pod_resources_now();
+  s.sample_now();
+  const std::string page = *s.page();
+  const std::string gpu0 =
+      std::string("gpu=\"0\",UUID=\"") + kGpu0 + "\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\"";
+  // Exclusive whole GPU: the GPU's own series carry the pod.
+  EXPECT_TRUE(has(page, "DCGM_FI_DEV_GPU_UTIL{" + gpu0 +
+                            ",modelName=\"NVIDIA L4\",Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"580.105.08\","
+                            "container=\"main\",namespace=\"team-a\",pod=\"trainer-a\"} 40\n"))
+      << page;
+  // Shared GPU: the GPU's series carry no pod; each container gets its own numbers.
+  EXPECT_TRUE(has(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"" + std::string(kGpu1) +
+                            "\",pci_bus_id=\"00000000:28:00.0\",device=\"nvidia1\",modelName=\"NVIDIA L4\","
+                            "Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"} 80\n"))
+      << page;
+  EXPECT_TRUE(has(page, "container=\"jupyter\",namespace=\"team-b\",pod=\"notebook-b\"} 30\n")) << page;
+  EXPECT_TRUE(has(page, "container=\"server\",namespace=\"team-c\",pod=\"svc-c\"} 50\n")) << page;
+  EXPECT_TRUE(has(page, "container=\"server\",namespace=\"team-c\",pod=\"svc-c\"} 3000\n")) << page;  // FB_USED
+  EXPECT_TRUE(has(page, "kgpu_container_gpu_processes{gpu=\"1\"")) << page;
+  // MIG instance held by one container.
+  EXPECT_TRUE(has(page,
+                  "GPU_I_PROFILE=\"3g.20gb\",GPU_I_ID=\"1\",Hostname=\"gpu-node-7\","
+                  "DCGM_FI_DRIVER_VERSION=\"580.105.08\",container=\"model\",namespace=\"team-d\","
+                  "pod=\"infer-d\"} 4000\n"))
+      << page;
+  // Allocations, so "allocated but idle" is a join.
+  EXPECT_TRUE(has(page, "resource=\"nvidia.com/mig-3g.20gb\",device_id=\"" + mig0_ + "\"")) << page;
+  EXPECT_TRUE(
+      has(page, "resource=\"nvidia.com/gpu\",device_id=\"" + std::string(kGpu1) + "::3\",container=\"server\""));
+  EXPECT_FALSE(has(page, "fpga0"));
+  EXPECT_TRUE(has(page, "kgpu_pod_resources_up 1\n"));
+}
+
+TEST_F(ExporterTest, KubeletGoneMetricsFlowWithoutPodLabelsAndRecover) {
+  auto o = options();
+  o.pod_resources_grace = std::chrono::milliseconds(0);
+  Sampler s(*node_, o);
+  s.poll_pod_resources_now();
+  s.sample_now();
+  EXPECT_TRUE(has(*s.page(), "pod=\"trainer-a\""));
+  peer_.stop();
+  s.poll_pod_resources_now();
+  s.sample_now();
+  std::string page = *s.page();
+  EXPECT_FALSE(has(page, "pod=\"trainer-a\"")) << page;
+  EXPECT_TRUE(has(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""));
+  EXPECT_TRUE(has(page, "kgpu_pod_resources_up 0\n"));
+  EXPECT_TRUE(has(page, "kgpu_pod_resources_errors_total 1\n"));
+  peer_.start();
+  s.poll_pod_resources_now();
+  s.sample_now();
+  EXPECT_TRUE(has(*s.page(), "pod=\"trainer-a\""));
+}
+
+TEST_F(ExporterTest, GraceKeepsLabelsThroughAShortKubeletRestart) {
+  Sampler s(*node_, options());  // default grace: 60 s
+  s.poll_pod_resources_now();
+  peer_.stop();
+  s.poll_pod_resources_now();
+  s.sample_now();
+  EXPECT_TRUE(has(*s.page(), "pod=\"trainer-a\""));
+  EXPECT_TRUE(has(*s.page(), "kgpu_pod_resources_up 0\n"));
+}
+
+TEST_F(ExporterTest, SlowKubeletNeverBlocksAScrape) {
+  auto o = options();
+  o.pod_resources_timeout = std::chrono::milliseconds(200);
+  Sampler s(*node_, o);
+  s.sample_now();
+  peer_.set_delay(std::chrono::milliseconds(1500));
+  std::thread poll([&] { s.poll_pod_resources_now(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) ASSERT_NE(s.page(), nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  poll.join();
+  s.sample_now();
+  EXPECT_TRUE(has(*s.page(), "kgpu_pod_resources_errors_total 1\n")) << "the 200 ms deadline expired";
+}
+
+TEST_F(ExporterTest, XidGaugeAndResettableCounter) {
+  Sampler s(*node_, options());
+  s.start();
+  EXPECT_TRUE(has(*s.page(), "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\""));
+  fake_.rewrite(node_yaml("faults:\n  xids: [{gpu: 0, xid: 79}, {gpu: 0, xid: 79}, {gpu: 1, xid: 31}]\n"));
+  std::string page;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    s.sample_now();
+    page = *s.page();
+    if (has(page, "xid=\"31\"} 1")) break;
+  }
+  EXPECT_TRUE(has(page, ",xid=\"79\"} 2\n")) << page;
+  EXPECT_TRUE(has(page, ",xid=\"31\"} 1\n")) << page;
+  EXPECT_EQ(value_of(page, "kgpu_xid_events_total{gpu=\"0\""), "2") << page;
+  EXPECT_EQ(value_of(page, "kgpu_xid_events_total{gpu=\"2\""), "0") << page;
+  EXPECT_EQ(value_of(page, "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\""), "79") << page;
+  EXPECT_EQ(value_of(page, "DCGM_FI_DEV_XID_ERRORS{gpu=\"1\""), "31") << page;
+  EXPECT_EQ(value_of(page, "DCGM_FI_DEV_XID_ERRORS{gpu=\"2\""), "0") << page;
+  s.stop();
+}
+
+TEST_F(ExporterTest, LostGpuIsReportedAndOthersKeepFlowing) {
+  Sampler s(*node_, options());
+  s.sample_now();
+  fake_.rewrite(node_yaml("faults: {lost: [1]}\n"));
+  s.sample_now();
+  const std::string page = *s.page();
+  EXPECT_EQ(value_of(page, "kgpu_gpu_up{gpu=\"1\""), "0") << page;
+  EXPECT_EQ(value_of(page, "kgpu_gpu_up{gpu=\"0\""), "1") << page;
+  EXPECT_FALSE(has(page, "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"")) << page;
+  EXPECT_TRUE(has(page, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\""));
+  EXPECT_TRUE(has(page, "kgpu_nvml_errors_total{call=\"nvmlDeviceGetClockInfo\"}")) << page;
+}
+
+TEST_F(ExporterTest, PageIsValidForPromtool) {
+  Sampler s(*node_, options());
+  s.poll_pod_resources_now();
+  s.sample_now();
+  const auto path = dir_.write("page.txt", *s.page());
+  auto out = kgpu::testing::run_command("promtool check metrics < " + path);
+  // promtool's linter complains about dcgm-exporter's own naming (camelCase labels, counters without
+  // _total), which a drop-in must keep; a parse error would exit 1 with "error while linting".
+  EXPECT_NE(out.status, 1) << out.text;
+  EXPECT_FALSE(has(out.text, "error while linting")) << out.text;
+}
+
+}  // namespace
+}  // namespace kgpu::metrics
