@@ -1,10 +1,12 @@
 # The README's two commands:
-#   make run   - install missing Debian packages, build, run `kgpu inventory` on a simulated 8-GPU node
+#   make run   - install missing Debian packages, build, run kgpu (inventory, then the metrics agent) on a
+#                simulated 8-GPU node for RUN_FOR seconds (0: until Ctrl-C)
 #   make test  - install missing Debian packages, build, run the whole test suite (plain and ASan+UBSan)
 JOBS ?= 2
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 NODE ?= examples/nodes/dgx-h100.yaml
+RUN_FOR ?= 20
 CMAKE_COMMON = -G Ninja -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
 .PHONY: setup build build-asan run test test-plain test-asan bench clean
@@ -25,7 +27,7 @@ build-asan: setup $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 run: build
-	KGPU_FAKE_NVML_CONFIG=$(NODE) $(BUILD)/kgpu inventory --nvml-library $(BUILD)/tools/fake-nvml/libnvidia-ml.so.1
+	scripts/demo.sh $(BUILD) $(NODE) $(RUN_FOR)
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -37,6 +39,7 @@ test: test-plain test-asan
 
 bench: build
 	$(BUILD)/bench/gpu_bench
+	$(BUILD)/bench/agent_load 20 2000
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

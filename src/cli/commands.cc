@@ -174,6 +174,10 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   agent_cmd->add_option("--pod-log-dir", ao.sampler.pod_log_dir, "The kubelet's pod log directories (pod UID -> name)")
       ->capture_default_str();
+  bool kubernetes = true;
+  agent_cmd->add_flag("-k,--kubernetes", kubernetes,
+                      "Accepted for dcgm-exporter compatibility: pod attribution is on whenever the PodResources "
+                      "socket is reachable");
   agent_cmd->add_option("--gpu-resource", ao.sampler.extra_resources,
                         "Extra extended-resource names whose devices are GPUs (renamed shared resources)");
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The main job on a simulated node: `kgpu inventory`, then `kgpu agent` serving GPU metrics.
+# Usage: scripts/demo.sh BUILD_DIR NODE_YAML [SECONDS]   (SECONDS=0: serve until Ctrl-C)
+set -euo pipefail
+build=${1:?build dir}
+node=${2:?node description}
+seconds=${3:-30}
+port=${KGPU_DEMO_PORT:-9400}
+lib="$build/tools/fake-nvml/libnvidia-ml.so.1"
+export KGPU_FAKE_NVML_CONFIG="$node"
+
+"$build/kgpu" inventory --nvml-library "$lib"
+echo
+NODE_NAME=${NODE_NAME:-demo-node} "$build/kgpu" agent --nvml-library "$lib" -a "127.0.0.1:$port" -c 1000 \
+  --pod-resources-socket "" &
+agent=$!
+trap 'kill $agent 2>/dev/null || true; wait $agent 2>/dev/null || true' EXIT
+for _ in $(seq 50); do
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+sleep 1.5
+echo "Serving http://127.0.0.1:$port/metrics (dcgm-exporter compatible). A few lines of it:"
+curl -s "http://127.0.0.1:$port/metrics" | grep -E '^(DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)\{gpu="[04]"|^kgpu_samples_total' || true
+if [ "$seconds" = 0 ]; then
+  echo "Ctrl-C to stop."
+  wait $agent
+else
+  echo "Stopping in ${seconds}s (make run RUN_FOR=0 serves until Ctrl-C)."
+  sleep "$seconds"
+fi
