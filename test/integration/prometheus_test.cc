@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "gpu/node.h"
@@ -189,6 +191,59 @@ TEST_F(PrometheusTest, ScrapeEndpointAndHealth) {
   EXPECT_EQ(m->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_NE(m->body.find("# TYPE DCGM_FI_DEV_GPU_TEMP gauge"), std::string::npos);
   EXPECT_NE(m->body.find("Hostname=\"gpu-node-7\""), std::string::npos);
+
+  // Concurrent scrapes: each gets a whole page.
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      httplib::Client tc("127.0.0.1", agent_port_);
+      for (int i = 0; i < 50; ++i) {
+        auto r = tc.Get("/metrics");
+        if (!r || r->status != 200 || r->body.find("kgpu_pod_resources_up") == std::string::npos) ++bad;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(AgentCli, CountersFileSelectsMetricsAndBadOnesAreRejected) {
+  TempDir dir;
+  const auto node = dir.write("node.yaml", "preset: pcie-t4-2\n");
+  const auto counters = dir.write("counters.csv",
+                                  "# mine\nDCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+                                  "DCGM_FI_PROF_SM_ACTIVE, gauge, not from NVML\n");
+  const int port = free_port();
+  ChildProcess agent({KGPU_BINARY, "agent", "-a", "127.0.0.1:" + std::to_string(port), "-f", counters, "--nvml-library",
+                      fake_library(), "--pod-resources-socket", (dir.path() / "none.sock").string()},
+                     {"KGPU_FAKE_NVML_CONFIG=" + node}, (dir.path() / "agent.log").string());
+  httplib::Client c("127.0.0.1", port);
+  auto m = c.Get("/metrics");
+  for (int i = 0; i < 100 && !m; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    m = c.Get("/metrics");
+  }
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"), std::string::npos) << m->body;
+  EXPECT_EQ(m->body.find("DCGM_FI_DEV_POWER_USAGE"), std::string::npos);
+  EXPECT_EQ(m->body.find("DCGM_FI_DRIVER_VERSION"), std::string::npos);
+  EXPECT_NE(m->body.find("kgpu_pod_resources_up 0"), std::string::npos) << "no kubelet: still serving";
+  std::ifstream log(dir.path() / "agent.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find(counters + ":3: DCGM_FI_PROF_SM_ACTIVE is not available from NVML; skipped"),
+            std::string::npos)
+      << text.str();
+
+  const auto bad = dir.write("bad.csv", "DCGM_FI_DEV_GPU_TEMP, histogram, x\n");
+  auto out =
+      run_command(std::string(KGPU_BINARY) + " agent -a 127.0.0.1:0 -f " + bad + " --nvml-library " + fake_library());
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find(bad + ":1: DCGM_FI_DEV_GPU_TEMP: unknown type 'histogram'"), std::string::npos) << out.text;
+  auto bad_addr = run_command(std::string(KGPU_BINARY) + " agent -a nowhere --nvml-library " + fake_library());
+  EXPECT_EQ(bad_addr.status, 2);
+  EXPECT_NE(bad_addr.text.find("expected [host]:port"), std::string::npos) << bad_addr.text;
 }
 
 }  // namespace
