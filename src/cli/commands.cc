@@ -1,10 +1,12 @@
 #include "cli/commands.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -12,6 +14,8 @@
 #include "agent/agent.h"
 #include "gpu/node.h"
 #include "gpu/report.h"
+#include "sim/report.h"
+#include "sim/trace.h"
 
 namespace kgpu::cli {
 
@@ -115,6 +119,56 @@ int cmd_events(const GlobalOptions& g, double duration_s, int max_count) {
   return 0;
 }
 
+struct SimOptions {
+  std::string nodes, pods, mode = "fgd", output = "table", svg_path;
+  std::vector<std::string> policies = {"Random",  "DotProduct", "GpuClustering", "GpuPacking",
+                                       "BestFit", "FGD",        "FGDPack"};
+  int seeds = 10;
+  uint64_t first_seed = 1;
+  double target = 1.3;
+};
+
+int cmd_sim(const SimOptions& o) {
+  auto nodes = sim::load_nodes(o.nodes);
+  if (!nodes) return report(nodes.error());
+  auto pods = sim::load_pods(o.pods);
+  if (!pods) return report(pods.error());
+  std::vector<sim::RunResult> runs;
+  const int total = static_cast<int>(o.policies.size()) * o.seeds;
+  int done = 0;
+  for (const auto& policy : o.policies) {
+    for (int k = 0; k < o.seeds; ++k) {
+      sim::RunOptions ro;
+      ro.policy = policy;
+      ro.seed = o.first_seed + static_cast<uint64_t>(k);
+      ro.target_arrived = o.target;
+      if (isatty(2))
+        ro.progress = [&](double f) {
+          fmt::print(stderr, "\r{} seed {}: {:3.0f}%  ({}/{} runs)", policy, ro.seed, 100 * f, done, total);
+        };
+      auto r = o.mode == "time" ? sim::run_time_driven(*nodes, *pods, ro) : sim::run_fgd_protocol(*nodes, *pods, ro);
+      if (!r) return report(r.error());
+      runs.push_back(std::move(*r));
+      ++done;
+    }
+  }
+  fmt::print(stderr, "\r{:60}\r", "");
+  auto summary = sim::summarize(runs);
+  if (o.output == "csv") {
+    std::cout << sim::csv(runs);
+  } else if (o.output == "json") {
+    std::cout << sim::json(summary, runs);
+  } else {
+    std::cout << sim::table(summary);
+  }
+  if (!o.svg_path.empty()) {
+    std::ofstream out(o.svg_path);
+    out << sim::svg(summary, fmt::format("GPU allocation vs arrived demand ({})", o.pods));
+    if (!out) return report(Error{ErrorCode::kInvalidArgument, "cannot write " + o.svg_path});
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -181,6 +235,24 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--gpu-resource", ao.sampler.extra_resources,
                         "Extra extended-resource names whose devices are GPUs (renamed shared resources)");
 
+  SimOptions so;
+  auto* sim_cmd = app.add_subcommand("sim", "Simulate scheduling policies on a cluster trace (Alibaba openb CSV)");
+  sim_cmd->add_option("--nodes", so.nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
+  sim_cmd->add_option("--pods", so.pods, "Pod list CSV (openb format, any variant)")->required();
+  sim_cmd->add_option("--policy", so.policies, "Policies to run (repeatable)")->capture_default_str();
+  sim_cmd->add_option("--seeds", so.seeds, "Seeds per policy")->check(CLI::Range(1, 1000))->capture_default_str();
+  sim_cmd->add_option("--first-seed", so.first_seed, "First seed")->capture_default_str();
+  sim_cmd->add_option("--mode", so.mode, "fgd (arrivals only, to --target of capacity) or time (creation/deletion)")
+      ->check(CLI::IsMember({"fgd", "time"}))
+      ->capture_default_str();
+  sim_cmd->add_option("--target", so.target, "Arrived GPU demand to stop at, as a fraction of capacity")
+      ->check(CLI::Range(0.01, 10.0))
+      ->capture_default_str();
+  sim_cmd->add_option("--output", so.output, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
+  sim_cmd->add_option("--svg", so.svg_path, "Write a plot of allocation vs arrived ratio per policy");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -190,6 +262,7 @@ int run(int argc, char** argv) {
   if (*telemetry) return cmd_telemetry(g, json, samples, interval_ms);
   if (*processes) return cmd_processes(g, json);
   if (*events) return cmd_events(g, duration_s, max_count);
+  if (*sim_cmd) return cmd_sim(so);
   if (*agent_cmd) {
     ao.nvml_library = g.nvml_library;
     ao.sampler.interval = std::chrono::milliseconds(collect_ms);

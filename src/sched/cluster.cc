@@ -1,0 +1,68 @@
+#include "sched/cluster.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kgpu::sched {
+
+bool Toleration::tolerates(const Taint& t) const {
+  if (!effect.empty() && effect != t.effect) return false;
+  if (key.empty()) return op == "Exists";
+  if (key != t.key) return false;
+  return op == "Exists" || value == t.value;
+}
+
+int64_t Node::gpu_free_total() const { return std::accumulate(gpu_free.begin(), gpu_free.end(), int64_t{0}); }
+
+int Node::full_free_gpus() const { return static_cast<int>(std::count(gpu_free.begin(), gpu_free.end(), kMilli)); }
+
+int Node::max_gpu_free() const { return gpu_free.empty() ? 0 : *std::max_element(gpu_free.begin(), gpu_free.end()); }
+
+Cluster::Cluster(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
+  for (auto& n : nodes_) {
+    gpu_capacity_ += static_cast<int64_t>(n.gpus()) * kMilli;
+    gpu_allocated_ += static_cast<int64_t>(n.gpus()) * kMilli - n.gpu_free_total();
+  }
+}
+
+void Cluster::assign(const Pod& pod, const Placement& p) {
+  Node& n = nodes_[p.node];
+  n.cpu_free -= pod.cpu_milli;
+  n.memory_free -= pod.memory_mib;
+  for (int g : p.gpus) n.gpu_free[g] -= pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
+  gpu_allocated_ += pod.gpu_request();
+  ++n.pods;
+  if (pod.num_gpu > 0) ++n.pods_by_gpu_request[static_cast<int>(pod.gpu_request())];
+}
+
+void Cluster::release(const Pod& pod, const Placement& p) {
+  Node& n = nodes_[p.node];
+  n.cpu_free += pod.cpu_milli;
+  n.memory_free += pod.memory_mib;
+  for (int g : p.gpus) n.gpu_free[g] += pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
+  gpu_allocated_ -= pod.gpu_request();
+  --n.pods;
+  if (pod.num_gpu > 0 && --n.pods_by_gpu_request[static_cast<int>(pod.gpu_request())] == 0) {
+    n.pods_by_gpu_request.erase(static_cast<int>(pod.gpu_request()));
+  }
+}
+
+std::optional<std::vector<int>> default_gpus(const Pod& pod, const Node& node) {
+  if (pod.num_gpu == 0) return std::vector<int>{};
+  if (pod.sharing()) {
+    int best = -1;
+    for (int g = 0; g < node.gpus(); ++g) {
+      if (node.gpu_free[g] >= pod.gpu_milli && (best < 0 || node.gpu_free[g] < node.gpu_free[best])) best = g;
+    }
+    if (best < 0) return std::nullopt;
+    return std::vector<int>{best};
+  }
+  std::vector<int> out;
+  for (int g = 0; g < node.gpus() && static_cast<int>(out.size()) < pod.num_gpu; ++g) {
+    if (node.gpu_free[g] == kMilli) out.push_back(g);
+  }
+  if (static_cast<int>(out.size()) < pod.num_gpu) return std::nullopt;
+  return out;
+}
+
+}  // namespace kgpu::sched

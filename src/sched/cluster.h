@@ -1,0 +1,90 @@
+// The scheduler's model of a cluster: nodes with per-GPU free capacity in milli-GPU (so
+// time-sliced/MPS shares and whole GPUs live in one model) and pod requests with Kubernetes
+// semantics for selectors, taints and tolerations.
+//
+// Thread safety: none; one scheduling loop owns a Cluster.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kgpu::sched {
+
+inline constexpr int kMilli = 1000;  // one whole GPU
+
+struct Taint {
+  std::string key, value, effect;  // effect: NoSchedule, PreferNoSchedule, NoExecute
+};
+
+struct Toleration {
+  std::string key, op = "Equal", value, effect;  // op: Equal | Exists; empty key + Exists tolerates all
+  bool tolerates(const Taint& t) const;
+};
+
+struct Node {
+  std::string name;
+  int64_t cpu_milli = 0, memory_mib = 0;
+  std::string gpu_model;
+  std::map<std::string, std::string> labels;
+  std::vector<Taint> taints;
+  // State.
+  std::vector<int> gpu_free;  // milli-GPU free per GPU (kMilli = idle)
+  int64_t cpu_free = 0, memory_free = 0;
+  std::map<int, int> pods_by_gpu_request;  // gpu request (milli) -> pods placed here (GpuClustering)
+  int pods = 0;
+
+  int gpus() const { return static_cast<int>(gpu_free.size()); }
+  int64_t gpu_free_total() const;
+  int full_free_gpus() const;
+  int max_gpu_free() const;
+};
+
+struct Pod {
+  std::string name;
+  int64_t cpu_milli = 0, memory_mib = 0;
+  int num_gpu = 0;
+  int gpu_milli = 0;                    // share of each GPU; kMilli for whole GPUs
+  std::vector<std::string> gpu_models;  // allowed models; empty = any
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
+  int priority = 0;
+  int64_t creation = 0;
+  std::optional<int64_t> deletion;
+
+  bool sharing() const { return num_gpu == 1 && gpu_milli < kMilli; }
+  // Total GPU milli requested (one share, or num_gpu whole GPUs).
+  int64_t gpu_request() const { return num_gpu == 1 ? gpu_milli : static_cast<int64_t>(num_gpu) * kMilli; }
+};
+
+// Where a pod goes: the node and the GPUs on it (indices into Node::gpu_free).
+struct Placement {
+  size_t node = 0;
+  std::vector<int> gpus;
+};
+
+class Cluster {
+ public:
+  explicit Cluster(std::vector<Node> nodes);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Node& node(size_t i) const { return nodes_[i]; }
+  int64_t gpu_capacity() const { return gpu_capacity_; }  // milli
+  int64_t gpu_allocated() const { return gpu_allocated_; }
+
+  // Applies / reverts a placement. The caller has checked that it fits.
+  void assign(const Pod& pod, const Placement& p);
+  void release(const Pod& pod, const Placement& p);
+
+ private:
+  std::vector<Node> nodes_;
+  int64_t gpu_capacity_ = 0, gpu_allocated_ = 0;
+};
+
+// The GPUs a pod would take on a node by default: for a share, the fitting GPU with the least
+// free capacity (tightest fit); for whole GPUs, the first idle ones. nullopt if it does not fit.
+std::optional<std::vector<int>> default_gpus(const Pod& pod, const Node& node);
+
+}  // namespace kgpu::sched

@@ -1,0 +1,89 @@
+// A scheduling framework in the style of the Kubernetes scheduler framework: filter plugins
+// decide whether a node fits (with a reason when not), one score plugin per policy rates each
+// feasible node and chooses the GPUs on it, scores are normalized to 0..100, the best node wins
+// (ties broken at random, as kube-scheduler does), and reserve/unreserve keep state in step.
+//
+// Outcomes ("0/1213 nodes: 900 insufficient GPU share, 313 GPU model mismatch") are values,
+// separate from errors. One explicit registry names every policy.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "sched/cluster.h"
+#include "sched/fragmentation.h"
+
+namespace kgpu::sched {
+
+class FilterPlugin {
+ public:
+  virtual ~FilterPlugin() = default;
+  virtual const char* name() const = 0;
+  // nullopt if the pod fits the node, else the reason ("insufficient GPU share").
+  virtual std::optional<std::string> filter(const Pod& pod, const Node& node) const = 0;
+};
+
+struct NodeScore {
+  double score = 0;       // higher is better; any scale (normalized afterwards)
+  std::vector<int> gpus;  // the GPUs this placement would take
+};
+
+class ScorePlugin {
+ public:
+  virtual ~ScorePlugin() = default;
+  virtual const char* name() const = 0;
+  // Called once per pod before scoring (PreScore).
+  virtual void prepare(const Pod&, const Cluster&) {}
+  // Scores a feasible node; nullopt if the plugin finds no placement there after all.
+  virtual std::optional<NodeScore> score(const Pod& pod, const Node& node, std::mt19937_64& rng) = 0;
+};
+
+class ReservePlugin {
+ public:
+  virtual ~ReservePlugin() = default;
+  virtual void reserve(const Pod&, const Placement&, const Cluster&) {}
+  virtual void unreserve(const Pod&, const Placement&, const Cluster&) {}
+};
+
+struct Outcome {
+  std::optional<Placement> placement;
+  size_t nodes = 0;
+  std::map<std::string, int> reasons;  // why nodes were filtered out, by reason
+  // "0/1213 nodes are available: 900 insufficient GPU share, 313 GPU model mismatch."
+  std::string message() const;
+};
+
+struct SchedulingContext {
+  std::vector<TaskShape> workload;  // for fragmentation-aware policies
+};
+
+class Framework {
+ public:
+  Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score);
+  // Chooses a placement for `pod` and applies it to `cluster` (Reserve); Outcome says why not.
+  Outcome schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);
+  const ScorePlugin& score_plugin() const { return *score_; }
+
+ private:
+  std::vector<std::unique_ptr<FilterPlugin>> filters_;
+  std::unique_ptr<ScorePlugin> score_;
+  std::vector<size_t> feasible_;
+  std::vector<NodeScore> scores_;
+};
+
+// The default filters: node selector, taints/tolerations, GPU model, CPU, memory, GPU count/share.
+std::vector<std::unique_ptr<FilterPlugin>> default_filters();
+
+using PolicyFactory = std::function<std::unique_ptr<ScorePlugin>(const SchedulingContext&)>;
+// Every policy: LeastAllocated, MostAllocated, Random, DotProduct, GpuClustering, GpuPacking,
+// BestFit, FGD, FGDPack (ours). Names are case-sensitive.
+const std::map<std::string, PolicyFactory>& policy_registry();
+Result<Framework> make_framework(const std::string& policy, const SchedulingContext& ctx);
+
+}  // namespace kgpu::sched

@@ -1,0 +1,152 @@
+#include "sim/report.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace kgpu::sim {
+
+namespace {
+
+std::pair<double, double> mean_std(const std::vector<double>& v) {
+  if (v.empty()) return {0, 0};
+  double m = 0;
+  for (double x : v) m += x;
+  m /= static_cast<double>(v.size());
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return {m, v.size() > 1 ? std::sqrt(s / static_cast<double>(v.size() - 1)) : 0};
+}
+
+}  // namespace
+
+std::vector<PolicySummary> summarize(const std::vector<RunResult>& runs) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const RunResult*>> by;
+  for (const auto& r : runs) {
+    if (!by.contains(r.policy)) order.push_back(r.policy);
+    by[r.policy].push_back(&r);
+  }
+  std::vector<PolicySummary> out;
+  for (const auto& p : order) {
+    PolicySummary s;
+    s.policy = p;
+    std::vector<double> alloc, frag, unsched, secs;
+    size_t points = SIZE_MAX;
+    for (const auto* r : by[p]) {
+      alloc.push_back(100 * r->final_allocated);
+      if (r->frag_ratio_at_90 >= 0) frag.push_back(100 * r->frag_ratio_at_90);
+      int u = 0;
+      for (const auto& [k, n] : r->unscheduled_by_shape) u += n;
+      unsched.push_back(u);
+      secs.push_back(r->seconds);
+      points = std::min(points, r->curve.size());
+    }
+    s.runs = static_cast<int>(by[p].size());
+    std::tie(s.alloc_mean, s.alloc_std) = mean_std(alloc);
+    std::tie(s.frag90_mean, s.frag90_std) = mean_std(frag);
+    s.unscheduled_mean = mean_std(unsched).first;
+    s.seconds_mean = mean_std(secs).first;
+    for (size_t i = 0; i < points; ++i) {
+      CurvePoint c{by[p][0]->curve[i].arrived, 0};
+      for (const auto* r : by[p]) c.allocated += r->curve[i].allocated;
+      c.allocated /= static_cast<double>(by[p].size());
+      s.mean_curve.push_back(c);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string table(const std::vector<PolicySummary>& s) {
+  std::string out = fmt::format("{:<16}{:>6}{:>22}{:>22}{:>14}{:>10}\n", "POLICY", "RUNS", "GPU ALLOC % (end)",
+                                "FRAG % (90% arrived)", "UNSCHEDULED", "SECONDS");
+  for (const auto& p : s) {
+    out += fmt::format("{:<16}{:>6}{:>15.2f} ± {:<4.2f}{:>15.1f} ± {:<4.1f}{:>14.0f}{:>10.2f}\n", p.policy, p.runs,
+                       p.alloc_mean, p.alloc_std, p.frag90_mean, p.frag90_std, p.unscheduled_mean, p.seconds_mean);
+  }
+  return out;
+}
+
+std::string csv(const std::vector<RunResult>& runs) {
+  std::string out = "policy,seed,arrivals,scheduled,arrived_pct,allocated_pct,frag_pct_at_90,seconds\n";
+  for (const auto& r : runs) {
+    out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{:.3f}\n", r.policy, r.seed, r.arrivals, r.scheduled,
+                       100 * r.final_arrived, 100 * r.final_allocated, 100 * r.frag_ratio_at_90, r.seconds);
+  }
+  return out;
+}
+
+std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResult>& runs) {
+  nlohmann::json j;
+  for (const auto& p : s) {
+    j["policies"].push_back({{"policy", p.policy},
+                             {"runs", p.runs},
+                             {"allocatedPctMean", p.alloc_mean},
+                             {"allocatedPctStd", p.alloc_std},
+                             {"fragmentationPctAt90Mean", p.frag90_mean},
+                             {"fragmentationPctAt90Std", p.frag90_std},
+                             {"unscheduledMean", p.unscheduled_mean},
+                             {"secondsMean", p.seconds_mean}});
+  }
+  for (const auto& r : runs) {
+    j["runs"].push_back({{"policy", r.policy},
+                         {"seed", r.seed},
+                         {"arrivals", r.arrivals},
+                         {"scheduled", r.scheduled},
+                         {"allocatedPct", 100 * r.final_allocated},
+                         {"fragmentationPctAt90", 100 * r.frag_ratio_at_90},
+                         {"unscheduledByShape", r.unscheduled_by_shape},
+                         {"unscheduledByReason", r.unscheduled_by_reason}});
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string svg(const std::vector<PolicySummary>& s, const std::string& title) {
+  const double w = 720, h = 480, left = 60, right = 170, top = 40, bottom = 50;
+  const double pw = w - left - right, ph = h - top - bottom;
+  const double xmax = 130, ymin = 0, ymax = 100;
+  auto X = [&](double v) { return left + pw * v / xmax; };
+  auto Y = [&](double v) { return top + ph * (1 - (v - ymin) / (ymax - ymin)); };
+  const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                          "#8c564b", "#e377c2", "#7f7f7f", "#17becf"};
+  std::string out = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n",
+      w, h, left, title);
+  for (int t = 0; t <= 130; t += 10) {
+    out += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#ddd\"/><text x=\"{0}\" y=\"{3}\" "
+        "text-anchor=\"middle\">{4}</text>\n",
+        X(t), Y(ymin), Y(ymax), Y(ymin) + 16, t);
+  }
+  for (int t = 0; t <= 100; t += 10) {
+    out += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#ddd\"/><text x=\"{3}\" y=\"{4}\" "
+        "text-anchor=\"end\">{5}</text>\n",
+        X(0), Y(t), X(xmax), X(0) - 6, Y(t) + 4, t);
+  }
+  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">arrived GPU demand (% of capacity)</text>\n",
+                     left + pw / 2, h - 12);
+  out += fmt::format(
+      "<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {})\" text-anchor=\"middle\">GPU allocation "
+      "ratio (%)</text>\n",
+      top + ph / 2, top + ph / 2);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char* c = colors[i % std::size(colors)];
+    std::string pts;
+    for (const auto& p : s[i].mean_curve)
+      pts += fmt::format("{:.1f},{:.1f} ", X(100 * p.arrived), Y(100 * p.allocated));
+    out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\" points=\"{}\"/>\n", c, pts);
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"3\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{} "
+        "{:.2f}%</text>\n",
+        w - right + 12, top + 18 * i + 6, c, w - right + 32, top + 18 * i + 11, s[i].policy, s[i].alloc_mean);
+  }
+  return out + "</svg>\n";
+}
+
+}  // namespace kgpu::sim

@@ -1,0 +1,28 @@
+// Summaries of simulation runs: mean and spread per policy, as a table, CSV, JSON, and an SVG
+// plot of allocation ratio against arrived ratio.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/simulator.h"
+
+namespace kgpu::sim {
+
+struct PolicySummary {
+  std::string policy;
+  int runs = 0;
+  double alloc_mean = 0, alloc_std = 0;    // percent at the end (130% arrived)
+  double frag90_mean = 0, frag90_std = 0;  // percent
+  double unscheduled_mean = 0;
+  double seconds_mean = 0;
+  std::vector<CurvePoint> mean_curve;
+};
+
+std::vector<PolicySummary> summarize(const std::vector<RunResult>& runs);
+std::string table(const std::vector<PolicySummary>& s);
+std::string csv(const std::vector<RunResult>& runs);
+std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResult>& runs);
+std::string svg(const std::vector<PolicySummary>& s, const std::string& title);
+
+}  // namespace kgpu::sim

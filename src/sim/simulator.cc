@@ -1,0 +1,145 @@
+#include "sim/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <queue>
+#include <random>
+
+#include "sched/framework.h"
+
+namespace kgpu::sim {
+
+std::string shape_name(const sched::Pod& p) {
+  if (p.num_gpu == 0) return "CPU only";
+  if (p.sharing()) return fmt::format("1x{:.2f} GPU", p.gpu_milli / 1000.0);
+  return fmt::format("{} GPU", p.num_gpu);
+}
+
+namespace {
+
+struct Recorder {
+  RunResult& r;
+  const sched::Cluster& c;
+  const std::vector<sched::TaskShape>& workload;
+  int next_percent = 1;
+
+  void after_arrival(int64_t arrived_milli) {
+    const double cap = static_cast<double>(c.gpu_capacity());
+    const double arrived = arrived_milli / cap;
+    if (r.frag_ratio_at_90 < 0 && arrived >= 0.9)
+      r.frag_ratio_at_90 = sched::cluster_fragmentation(c, workload).ratio();
+    while (arrived * 100 >= next_percent) {
+      r.curve.push_back({next_percent / 100.0, c.gpu_allocated() / cap});
+      ++next_percent;
+    }
+    r.final_arrived = arrived;
+    r.final_allocated = c.gpu_allocated() / cap;
+  }
+};
+
+}  // namespace
+
+Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
+                                   const RunOptions& o) {
+  if (pods.empty()) return fail(ErrorCode::kInvalidArgument, "no pods to simulate");
+  const auto t0 = std::chrono::steady_clock::now();
+  sched::SchedulingContext ctx;
+  ctx.workload = sched::target_workload(pods);
+  auto fw = sched::make_framework(o.policy, ctx);
+  if (!fw) return std::unexpected(fw.error());
+  sched::Cluster cluster(nodes);
+  if (cluster.gpu_capacity() == 0) return fail(ErrorCode::kInvalidArgument, "the cluster has no GPUs");
+
+  std::mt19937_64 order_rng(o.seed);
+  std::mt19937_64 sched_rng(o.seed * 0x9e3779b97f4a7c15ULL + 1);
+  std::vector<size_t> order(pods.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), order_rng);
+
+  RunResult r;
+  r.policy = o.policy;
+  r.seed = o.seed;
+  Recorder rec{r, cluster, ctx.workload};
+  const auto target = static_cast<int64_t>(o.target_arrived * static_cast<double>(cluster.gpu_capacity()));
+  int64_t arrived = 0;
+  std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
+  double last_progress = 0;
+  for (size_t k = 0; arrived < target; ++k) {
+    const sched::Pod& pod = pods[k < order.size() ? order[k] : order[pick(order_rng)]];
+    ++r.arrivals;
+    arrived += pod.gpu_request();
+    auto out = fw->schedule(pod, cluster, sched_rng);
+    if (out.placement) {
+      ++r.scheduled;
+    } else {
+      ++r.unscheduled_by_shape[shape_name(pod)];
+      std::string reason = "no node";
+      int most = -1;
+      for (const auto& [why, n] : out.reasons) {
+        if (n > most) {
+          most = n;
+          reason = why;
+        }
+      }
+      ++r.unscheduled_by_reason[reason];
+    }
+    rec.after_arrival(arrived);
+    const double done = static_cast<double>(arrived) / static_cast<double>(target);
+    if (o.progress && done - last_progress >= 0.01) {
+      last_progress = done;
+      o.progress(done);
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
+                                  const RunOptions& o) {
+  if (pods.empty()) return fail(ErrorCode::kInvalidArgument, "no pods to simulate");
+  const auto t0 = std::chrono::steady_clock::now();
+  sched::SchedulingContext ctx;
+  ctx.workload = sched::target_workload(pods);
+  auto fw = sched::make_framework(o.policy, ctx);
+  if (!fw) return std::unexpected(fw.error());
+  sched::Cluster cluster(nodes);
+  std::mt19937_64 rng(o.seed);
+  std::vector<size_t> order(pods.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pods[a].creation < pods[b].creation; });
+
+  RunResult r;
+  r.policy = o.policy;
+  r.seed = o.seed;
+  Recorder rec{r, cluster, ctx.workload};
+  using Departure = std::pair<int64_t, size_t>;  // (time, pod index)
+  std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
+  std::map<size_t, sched::Placement> placed;
+  int64_t arrived = 0;
+  for (size_t idx : order) {
+    const sched::Pod& pod = pods[idx];
+    while (!departures.empty() && departures.top().first <= pod.creation) {
+      const size_t gone = departures.top().second;
+      departures.pop();
+      cluster.release(pods[gone], placed[gone]);
+      placed.erase(gone);
+    }
+    ++r.arrivals;
+    arrived += pod.gpu_request();
+    auto out = fw->schedule(pod, cluster, rng);
+    if (out.placement) {
+      ++r.scheduled;
+      placed[idx] = *out.placement;
+      if (pod.deletion) departures.emplace(*pod.deletion, idx);
+    } else {
+      ++r.unscheduled_by_shape[shape_name(pod)];
+    }
+    rec.after_arrival(arrived);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace kgpu::sim

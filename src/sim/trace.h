@@ -1,0 +1,22 @@
+// Loading the Alibaba openb GPU cluster trace (cluster-trace-gpu-v2023, published with Weng et
+// al., "Beware of Fragmentation", USENIX ATC'23): node lists and pod lists in every variant,
+// including the 5-column multigpu files. Every row is validated; an error names file:line and
+// the column.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "sched/cluster.h"
+
+namespace kgpu::sim {
+
+Result<std::vector<sched::Node>> load_nodes(const std::string& path);
+Result<std::vector<sched::Pod>> load_pods(const std::string& path);
+
+// The same, from text (tests); `source` names it in errors.
+Result<std::vector<sched::Node>> parse_nodes(const std::string& text, const std::string& source);
+Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::string& source);
+
+}  // namespace kgpu::sim
