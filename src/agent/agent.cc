@@ -102,6 +102,8 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   }
   std::fprintf(stderr, "kgpu agent: listening on %s:%d\n", addr->first.c_str(), port);
   std::thread http([&] { server.listen_after_bind(); });
+  // stop() is a no-op until the server runs: wait for it, so a stop request can never be lost.
+  for (int i = 0; i < 5000 && !server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
   if (stop == nullptr) {
     std::signal(SIGINT, on_signal);

@@ -296,10 +296,10 @@ void Node::read_mig(Device dev, GpuInfo& g) const {
   for (unsigned p = 0; p < kGpuInstanceProfileCount; ++p) {
     GpuInstanceProfileInfo info{};
     if (lib_->call(s.nvmlDeviceGetGpuInstanceProfileInfo, dev, p, &info) != kSuccess) continue;
-    GpuInstance list[mig::kComputeSlices + 1] = {};
+    std::vector<GpuInstance> list(std::max(info.instanceCount, 1u));  // NVML fills up to instanceCount
     unsigned count = 0;
-    if (lib_->call(s.nvmlDeviceGetGpuInstances, dev, info.id, list, &count) != kSuccess) continue;
-    for (unsigned k = 0; k < count && k < std::size(list); ++k) {
+    if (lib_->call(s.nvmlDeviceGetGpuInstances, dev, info.id, list.data(), &count) != kSuccess) continue;
+    for (unsigned k = 0; k < count && k < list.size(); ++k) {
       GpuInstanceInfo gi{};
       if (lib_->call(s.nvmlGpuInstanceGetInfo, list[k], &gi) == kSuccess) {
         instances[gi.id] = {gi.profileId, gi.placement};
@@ -406,13 +406,17 @@ Result<Inventory> Node::inventory() const {
   return inv;
 }
 
-std::vector<Telemetry> Node::telemetry() {
+std::vector<Telemetry> Node::telemetry(std::vector<CallError>* node_errors) {
   std::lock_guard lock(telemetry_mu_);
   const auto& s = lib_->symbols();
   std::vector<Telemetry> out;
   std::vector<Telemetry> mig_out;
-  auto count = device_count();
-  if (!count) return out;
+  unsigned n = 0;
+  if (const Return r = lib_->call(s.nvmlDeviceGetCount_v2, &n); r != kSuccess) {
+    if (node_errors != nullptr) node_errors->push_back({"nvmlDeviceGetCount_v2", r});
+    return out;
+  }
+  const std::optional<unsigned> count = n;
   for (unsigned i = 0; i < *count; ++i) {
     Telemetry t;
     t.gpu_index = i;
@@ -432,6 +436,8 @@ std::vector<Telemetry> Node::telemetry() {
       return false;
     };
 #define KGPU_CALL(fn, ...) (!t.lost && ok(#fn, lib_->call(s.fn, __VA_ARGS__)))
+    char id[kDeviceUuidBufferSize] = {};
+    if (KGPU_CALL(nvmlDeviceGetUUID, dev, id, kDeviceUuidBufferSize)) t.uuid = buffer_string(id, sizeof id);
     unsigned u = 0, v = 0, w = 0, x = 0;
     if (KGPU_CALL(nvmlDeviceGetClockInfo, dev, kClockSm, &u)) t.sm_clock_mhz = u;
     if (KGPU_CALL(nvmlDeviceGetClockInfo, dev, kClockMem, &u)) t.mem_clock_mhz = u;
@@ -511,14 +517,19 @@ std::vector<Telemetry> Node::telemetry() {
     if (!t.lost && lib_->call(s.nvmlDeviceGetMigMode, dev, &cur, &pend) == kSuccess && cur == kMigEnable) {
       unsigned max = 0;
       if (KGPU_CALL(nvmlDeviceGetMaxMigDeviceCount, dev, &max)) {
+        std::set<unsigned> seen;  // compute instances of one GPU instance share its memory: one entry
         for (unsigned k = 0; k < max; ++k) {
           Device m = nullptr;
           if (lib_->call(s.nvmlDeviceGetMigDeviceHandleByIndex, dev, k, &m) != kSuccess) continue;
           Telemetry mt;
           mt.gpu_index = i;
           unsigned gi = 0;
-          if (lib_->call(s.nvmlDeviceGetGpuInstanceId, m, &gi) != kSuccess) continue;
+          if (lib_->call(s.nvmlDeviceGetGpuInstanceId, m, &gi) != kSuccess || !seen.insert(gi).second) continue;
           mt.gpu_instance_id = gi;
+          char mid[kDeviceUuidBufferSize] = {};
+          if (lib_->call(s.nvmlDeviceGetUUID, m, mid, kDeviceUuidBufferSize) == kSuccess) {
+            mt.uuid = buffer_string(mid, sizeof mid);
+          }
           MemoryV2 mm{};
           mm.version = kMemoryV2Version;
           if (const Return mr = lib_->call(s.nvmlDeviceGetMemoryInfo_v2, m, &mm); mr == kSuccess) {

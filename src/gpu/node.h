@@ -37,9 +37,10 @@ class Node {
   // Everything static about the node. Fails only when NVML cannot even count the GPUs.
   Result<Inventory> inventory() const;
 
-  // One entry per GPU, then one per MIG device (gpu_instance_id set). GPM ratios appear from the
-  // second call on, once two samples are at least 100 ms apart.
-  std::vector<Telemetry> telemetry();
+  // One entry per GPU, then one per MIG GPU instance (gpu_instance_id set). GPM ratios appear
+  // from the second call on, once two samples are at least 100 ms apart. Failures that concern
+  // no single GPU (the GPU count) are appended to `node_errors` when given.
+  std::vector<Telemetry> telemetry(std::vector<CallError>* node_errors = nullptr);
 
   Result<std::vector<ProcessInfo>> processes(unsigned gpu_index) const;
   // Per-process utilization samples newer than `since_us` (NVML timestamps, microseconds).

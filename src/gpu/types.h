@@ -111,7 +111,8 @@ struct CallError {
 // One GPU's (or MIG device's) readings. Units in the names; nullopt = not provided.
 struct Telemetry {
   unsigned gpu_index = 0;
-  std::optional<unsigned> gpu_instance_id;  // set for a MIG device
+  std::optional<unsigned> gpu_instance_id;  // set for a MIG device (one entry per GPU instance)
+  std::string uuid;                         // GPU-... or MIG-... (of the first compute instance)
   bool lost = false;
 
   std::optional<unsigned> sm_clock_mhz, mem_clock_mhz;

@@ -34,7 +34,8 @@ std::optional<CgroupRef> parse_path(std::string_view path) {
     const auto end = rest.find_first_of("./");
     std::string uid(rest.substr(0, end));
     std::replace(uid.begin(), uid.end(), '_', '-');
-    if (uid.size() == 36 && std::count(uid.begin(), uid.end(), '-') == 4) {
+    // Ordinary pods have 36-character UIDs; static (mirror) pods a 32-character hash.
+    if ((uid.size() == 36 && std::count(uid.begin(), uid.end(), '-') == 4) || (uid.size() == 32 && is_hex(uid))) {
       ref.pod_uid = uid;
       break;
     }

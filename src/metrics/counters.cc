@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace kgpu::metrics {
@@ -214,6 +215,10 @@ Result<CounterSet> parse_counters(const std::string& text, const std::string& so
     if ((mt == MetricType::kLabel) != (f->type == MetricType::kLabel)) {
       return fail(ErrorCode::kInvalidArgument, "{}:{}: {} is a {}, not a {}", source, number, name,
                   metric_type_name(f->type), type);
+    }
+    if (std::any_of(set.counters.begin(), set.counters.end(), [&](const Counter& c) { return c.field == f; })) {
+      set.warnings.push_back(fmt::format("{}:{}: {} is listed twice; the first line wins", source, number, name));
+      continue;
     }
     set.counters.push_back({f, mt, help});
   }

@@ -25,8 +25,19 @@ void pod_labels(std::string& out, const PodRef& p) {
                      escape_label(p.pod));
 }
 
+// HELP text escapes backslash and newline in the text format.
 void header(std::string& out, const char* name, const std::string& help, const char* type) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  std::string h;
+  for (char c : help) {
+    if (c == '\\') {
+      h += "\\\\";
+    } else if (c == '\n') {
+      h += "\\n";
+    } else {
+      h += c;
+    }
+  }
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, h, name, type);
 }
 
 // Clock event reason bits (nvmlClocksEventReasons) worth alerting on.

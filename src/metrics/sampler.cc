@@ -70,10 +70,15 @@ void Sampler::on_event(const gpu::Event& e) {
 void Sampler::sample_now() {
   const auto t0 = std::chrono::steady_clock::now();
   if (gpus_.empty() || ++samples_since_inventory_ >= 60) refresh_inventory();
-  auto ts = node_.telemetry();
-  // A MIG instance we have not seen: the layout changed.
+  std::vector<gpu::CallError> node_errors;
+  auto ts = node_.telemetry(&node_errors);
+  for (const auto& e : node_errors) ++nvml_errors_[e.call];
+  // A device we do not know under that index / GPU instance: the GPUs or the MIG layout changed.
   for (const auto& t : ts) {
-    if (t.gpu_instance_id && !migs_.contains({t.gpu_index, *t.gpu_instance_id})) {
+    if (t.uuid.empty()) continue;
+    const bool known = t.gpu_instance_id ? mig_by_uuid_.contains(t.uuid)
+                                         : (gpus_.contains(t.gpu_index) && gpus_[t.gpu_index].uuid == t.uuid);
+    if (!known) {
       refresh_inventory();
       break;
     }
@@ -85,7 +90,7 @@ void Sampler::sample_now() {
   std::vector<kubelet::ContainerDevice> devices;
   {
     std::lock_guard lock(mu_);
-    const bool fresh = pod_resources_up_ || std::chrono::steady_clock::now() - devices_at_ < opt_.pod_resources_grace;
+    const bool fresh = pod_resources_up_ || std::chrono::steady_clock::now() - down_since_ < opt_.pod_resources_grace;
     if (fresh) devices = devices_;
     f.xid_counts = xid_counts_;
     f.stats.pod_resources_up = pod_resources_up_;
@@ -96,6 +101,17 @@ void Sampler::sample_now() {
   std::map<unsigned, std::set<PodRef>> gpu_holders;
   std::map<unsigned, bool> gpu_replicated;
   std::map<std::pair<unsigned, unsigned>, std::set<PodRef>> mig_holders;
+  // The kubelet names a device we do not know: look again (at most every 30 s).
+  for (const auto& d : devices) {
+    bool replica = false;
+    const std::string base = strip_replica(d.device_id, &replica);
+    if (is_gpu_resource(d.resource) && !gpu_by_uuid_.contains(base) && !mig_by_uuid_.contains(base) &&
+        std::chrono::steady_clock::now() - last_unknown_refresh_ > std::chrono::seconds(30)) {
+      last_unknown_refresh_ = std::chrono::steady_clock::now();
+      refresh_inventory();
+      break;
+    }
+  }
   for (const auto& d : devices) {
     if (!is_gpu_resource(d.resource)) continue;
     bool replica = false;
@@ -151,19 +167,31 @@ void Sampler::sample_now() {
     ds.telemetry = std::move(t);
     f.devices.push_back(std::move(ds));
   }
+  // A GPU we know that NVML no longer reports (count failed, or fewer GPUs): down, not gone.
+  for (const auto& [index, id] : gpus_) {
+    if (!f.gpu_up.contains(index)) {
+      f.gpu_identity[index] = id;
+      f.gpu_up[index] = false;
+    }
+  }
 
   // Shared GPUs: per-container numbers from NVML's per-process data.
   for (const auto& [gpu, holders] : gpu_holders) {
     if (holders.size() < 2 && !gpu_replicated[gpu]) continue;
     auto procs = node_.processes(gpu);
     if (!procs) {
-      ++nvml_errors_["nvmlDeviceGetComputeRunningProcesses_v3"];
+      if (procs.error().code != ErrorCode::kNotSupported) ++nvml_errors_["nvmlDeviceGetComputeRunningProcesses_v3"];
       continue;
     }
     auto util = node_.process_utilization(gpu, process_util_seen_[gpu]);
     if (util) {
+      std::map<unsigned, uint64_t> newest;  // pid -> timestamp of the sample kept
       for (const auto& u : *util) {
-        proc_util_[{gpu, u.pid}] = {u.sm_util, now};
+        auto [it, first] = newest.try_emplace(u.pid, u.timestamp_us);
+        if (first || u.timestamp_us >= it->second) {
+          it->second = u.timestamp_us;
+          proc_util_[{gpu, u.pid}] = {u.sm_util, now};
+        }
         process_util_seen_[gpu] = std::max(process_util_seen_[gpu], u.timestamp_us);
       }
     } else if (util.error().code != ErrorCode::kNotSupported) {
@@ -181,8 +209,8 @@ void Sampler::sample_now() {
       if (util) {
         auto it = proc_util_.find({gpu, p.pid});
         // A process without a recent sample did no work in the sampling window.
-        const unsigned sm =
-            (it != proc_util_.end() && now - it->second.at < std::chrono::seconds(5)) ? it->second.sm : 0;
+        const auto window = std::max<std::chrono::steady_clock::duration>(3 * opt_.interval, std::chrono::seconds(3));
+        const unsigned sm = (it != proc_util_.end() && now - it->second.at < window) ? it->second.sm : 0;
         u.sm_util_pct = u.sm_util_pct.value_or(0) + sm;
       }
     }
@@ -199,7 +227,7 @@ void Sampler::sample_now() {
   auto page = std::make_shared<const std::string>(render(opt_.counters, f));
   std::lock_guard lock(mu_);
   page_ = std::move(page);
-  last_sample_ = t1;
+  if (node_errors.empty()) last_sample_ = t1;  // /health turns 503 while NVML cannot count the GPUs
 }
 
 void Sampler::poll_pod_resources_now() {
@@ -208,10 +236,12 @@ void Sampler::poll_pod_resources_now() {
   std::lock_guard lock(mu_);
   if (list) {
     devices_ = std::move(*list);
-    devices_at_ = std::chrono::steady_clock::now();
     pod_resources_up_ = true;
   } else {
-    if (pod_resources_up_) std::fprintf(stderr, "kgpu agent: %s\n", list.error().message.c_str());
+    if (pod_resources_up_) {
+      std::fprintf(stderr, "kgpu agent: %s\n", list.error().message.c_str());
+      down_since_ = std::chrono::steady_clock::now();
+    }
     pod_resources_up_ = false;
     ++pod_resources_errors_;
   }

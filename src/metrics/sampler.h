@@ -94,13 +94,14 @@ class Sampler {
   std::map<std::string, uint64_t> nvml_errors_;
   uint64_t samples_ = 0;
   int samples_since_inventory_ = 0;
+  std::chrono::steady_clock::time_point last_unknown_refresh_{};
 
   // Shared with the event and poll threads.
   mutable std::mutex mu_;
   std::map<unsigned, uint64_t> last_xid_;
   std::map<std::pair<unsigned, uint64_t>, uint64_t> xid_counts_;
   std::vector<kubelet::ContainerDevice> devices_;
-  std::chrono::steady_clock::time_point devices_at_{};
+  std::chrono::steady_clock::time_point down_since_{};  // when List started failing
   bool pod_resources_up_ = false;
   uint64_t pod_resources_errors_ = 0;
   std::shared_ptr<const std::string> page_;

@@ -198,7 +198,35 @@ TEST_F(ExporterTest, LostGpuIsReportedAndOthersKeepFlowing) {
   EXPECT_EQ(value_of(page, "kgpu_gpu_up{gpu=\"0\""), "1") << page;
   EXPECT_FALSE(has(page, "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"")) << page;
   EXPECT_TRUE(has(page, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\""));
-  EXPECT_TRUE(has(page, "kgpu_nvml_errors_total{call=\"nvmlDeviceGetClockInfo\"}")) << page;
+  EXPECT_TRUE(has(page, "kgpu_nvml_errors_total{call=\"nvmlDeviceGetHandleByIndex_v2\"}")) << page;
+}
+
+TEST_F(ExporterTest, NvmlCannotCountTheGpusAllAreDown) {
+  Sampler s(*node_, options());
+  s.sample_now();
+  EXPECT_EQ(value_of(*s.page(), "kgpu_gpu_up{gpu=\"2\""), "1");
+  fake_.rewrite(node_yaml("faults:\n  calls: [{call: nvmlDeviceGetCount_v2, error: UNKNOWN}]\n"));
+  s.sample_now();
+  const std::string page = *s.page();
+  for (const char* g : {"0", "1", "2"}) {
+    EXPECT_EQ(value_of(page, std::string("kgpu_gpu_up{gpu=\"") + g + "\""), "0") << page;
+  }
+  EXPECT_EQ(value_of(page, "kgpu_nvml_errors_total{call=\"nvmlDeviceGetCount_v2\"}"), "1") << page;
+  EXPECT_FALSE(has(page, "DCGM_FI_DEV_GPU_TEMP{"));
+}
+
+TEST_F(ExporterTest, MigLayoutChangeWithSameInstanceIdsIsNoticed) {
+  Sampler s(*node_, options());
+  s.sample_now();
+  EXPECT_TRUE(has(*s.page(), "GPU_I_PROFILE=\"3g.20gb\",GPU_I_ID=\"1\""));
+  std::string y = node_yaml();
+  y.replace(y.find("{profile: 3g.20gb}, {profile: 3g.20gb}"), 38, "{profile: 4g.20gb}, {profile: 2g.10gb}");
+  fake_.rewrite(y);
+  s.sample_now();
+  const std::string page = *s.page();
+  EXPECT_TRUE(has(page, "GPU_I_PROFILE=\"4g.20gb\",GPU_I_ID=\"1\"")) << page;
+  EXPECT_TRUE(has(page, "GPU_I_PROFILE=\"2g.10gb\",GPU_I_ID=\"2\"")) << page;
+  EXPECT_FALSE(has(page, "3g.20gb")) << page;
 }
 
 TEST_F(ExporterTest, PageIsValidForPromtool) {

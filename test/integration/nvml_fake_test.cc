@@ -237,6 +237,24 @@ TEST(FakeTelemetry, ValuesChangeOverTime) {
   EXPECT_GE(seen.size(), 4u);
 }
 
+TEST(FakeTelemetry, CountersNeverGoBackwards) {
+  FakeNodeFile f(
+      "gpus:\n  - model: H100-SXM-80GB\n    telemetry: {powerW: {min: 100, max: 700, periodSeconds: 0.3},\n"
+      "                nvlinkTxKiBps: {min: 0, max: 1000000, periodSeconds: 0.2}, nvlinkRxKiBps: 5}\n");
+  auto node = open_fake();
+  ASSERT_TRUE(node);
+  uint64_t energy = 0, tx = 0;
+  for (int i = 0; i < 30; ++i) {
+    const auto* t = find(node->telemetry(), 0);
+    ASSERT_TRUE(t->energy_mj && t->nvlink_tx_kib);
+    EXPECT_GE(*t->energy_mj, energy);
+    EXPECT_GE(*t->nvlink_tx_kib, tx);
+    energy = *t->energy_mj;
+    tx = *t->nvlink_tx_kib;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 TEST(FakeTelemetry, MigGpuAndInstances) {
   FakeNodeFile f(
       "gpus:\n  - model: A100-SXM4-80GB\n    mig: {instances: [{profile: 3g.40gb}, {profile: 3g.40gb}]}\n"

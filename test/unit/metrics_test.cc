@@ -37,6 +37,15 @@ TEST(Counters, ParsesDcgmExporterCsv) {
   EXPECT_EQ(set->warnings[0], "counters.csv:6: DCGM_FI_PROF_SM_ACTIVE is not available from NVML; skipped");
 }
 
+TEST(Counters, DuplicateFieldKeepsTheFirst) {
+  auto set = parse_counters("DCGM_FI_DEV_GPU_TEMP, gauge, a\nDCGM_FI_DEV_GPU_TEMP, gauge, b\n", "c.csv");
+  ASSERT_TRUE(set);
+  ASSERT_EQ(set->counters.size(), 1u);
+  EXPECT_EQ(set->counters[0].help, "a");
+  ASSERT_EQ(set->warnings.size(), 1u);
+  EXPECT_EQ(set->warnings[0], "c.csv:2: DCGM_FI_DEV_GPU_TEMP is listed twice; the first line wins");
+}
+
 TEST(Counters, MalformedLinesNameTheLine) {
   auto bad_type = parse_counters("DCGM_FI_DEV_GPU_UTIL, histogram, x\n", "c.csv");
   ASSERT_FALSE(bad_type);
@@ -132,6 +141,14 @@ TEST(Render, SharedGpuContainersAllocationsAndXids) {
   EXPECT_NE(text.find(",xid=\"79\"} 2\n"), std::string::npos);
 }
 
+TEST(Render, HelpTextIsEscaped) {
+  auto set = parse_counters("DCGM_FI_DEV_GPU_TEMP, gauge, back\\slash\n", "c");
+  ASSERT_TRUE(set);
+  Frame f = one_gpu_frame();
+  f.devices[0].telemetry.gpu_temp_c = 40;
+  EXPECT_NE(render(set->counters, f).find("# HELP DCGM_FI_DEV_GPU_TEMP back\\\\slash\n"), std::string::npos);
+}
+
 TEST(Render, EscapesLabelValues) { EXPECT_EQ(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd"); }
 
 TEST(Cgroup, SystemdContainerd) {
@@ -162,6 +179,14 @@ TEST(Cgroup, CgroupfsDockerAndCrio) {
       "docker-aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999.scope\n");
   ASSERT_TRUE(dockerd);
   EXPECT_EQ(dockerd->container_id, "aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999");
+}
+
+TEST(Cgroup, StaticPodHashUid) {
+  auto r = parse_cgroup(
+      "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0123456789abcdef0123456789abcdef.slice/"
+      "cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->pod_uid, "0123456789abcdef0123456789abcdef");
 }
 
 TEST(Cgroup, NotAPod) {

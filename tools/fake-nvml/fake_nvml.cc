@@ -251,6 +251,11 @@ struct Call {
   double now() const { return fake().now(); }
 };
 
+unsigned to_uint(double v) { return v <= 0 ? 0u : v >= 4294967295.0 ? 4294967295u : static_cast<unsigned>(v); }
+unsigned long long to_ull(double v) {
+  return v <= 0 ? 0ull : v >= 1.8e19 ? 18000000000000000000ull : static_cast<unsigned long long>(v);
+}
+
 void copy_string(const std::string& s, char* buf, unsigned length, Return& rc) {
   if (buf == nullptr) {
     rc = kErrorInvalidArgument;
@@ -386,6 +391,7 @@ FAKE_API Return nvmlDeviceGetHandleByIndex_v2(unsigned int index, Device* device
   Fake& f = fake();
   if (device == nullptr || index >= f.node.gpus.size()) return kErrorInvalidArgument;
   if (auto r = f.fault("nvmlDeviceGetHandleByIndex_v2", index); r != kSuccess) return r;
+  if (f.is_lost(index)) return kErrorGpuIsLost;
   *device = reinterpret_cast<Device>(f.gpu_handles[index]);
   return kSuccess;
 }
@@ -485,11 +491,11 @@ FAKE_API Return nvmlDeviceGetNumaNodeId(Device d, unsigned int* node) {
   return kSuccess;
 }
 
-FAKE_API Return nvmlDeviceGetMemoryInfo_v2(Device d, MemoryV2* memory) {
-  Call c("nvmlDeviceGetMemoryInfo_v2", d, true);
-  if (c.rc != kSuccess) return c.rc;
-  if (memory == nullptr) return kErrorInvalidArgument;
-  if (memory->version != kMemoryV2Version) return kErrorArgumentVersionMismatch;
+// Framebuffer of a GPU or MIG instance, in MiB: total, reserved, used.
+struct Framebuffer {
+  uint64_t total, reserved, used;
+};
+Framebuffer framebuffer(const Call& c) {
   uint64_t total, reserved, used;
   if (c.mig != nullptr) {
     total = c.mig->profile->memory_mib;
@@ -500,22 +506,30 @@ FAKE_API Return nvmlDeviceGetMemoryInfo_v2(Device d, MemoryV2* memory) {
     reserved = c.gpu->model->reserved_mib;
     used = gpu_used_mib(*c.gpu);
   }
-  used = std::min(used, total - reserved);
-  memory->total = total << 20;
-  memory->reserved = reserved << 20;
-  memory->used = used << 20;
-  memory->free = (total - reserved - used) << 20;
+  return {total, reserved, std::min(used, total - reserved)};
+}
+
+FAKE_API Return nvmlDeviceGetMemoryInfo_v2(Device d, MemoryV2* memory) {
+  Call c("nvmlDeviceGetMemoryInfo_v2", d, true);
+  if (c.rc != kSuccess) return c.rc;
+  if (memory == nullptr) return kErrorInvalidArgument;
+  if (memory->version != kMemoryV2Version) return kErrorArgumentVersionMismatch;
+  const Framebuffer fb = framebuffer(c);
+  memory->total = fb.total << 20;
+  memory->reserved = fb.reserved << 20;
+  memory->used = fb.used << 20;
+  memory->free = (fb.total - fb.reserved - fb.used) << 20;
   return kSuccess;
 }
 
 FAKE_API Return nvmlDeviceGetMemoryInfo(Device d, Memory* memory) {
+  Call c("nvmlDeviceGetMemoryInfo", d, true);
+  if (c.rc != kSuccess) return c.rc;
   if (memory == nullptr) return kErrorInvalidArgument;
-  MemoryV2 v2{};
-  v2.version = kMemoryV2Version;
-  if (Return r = nvmlDeviceGetMemoryInfo_v2(d, &v2); r != kSuccess) return r;
-  memory->total = v2.total;
-  memory->free = v2.free;
-  memory->used = v2.used + v2.reserved;  // v1 counts the driver's reservation as used
+  const Framebuffer fb = framebuffer(c);
+  memory->total = fb.total << 20;
+  memory->free = (fb.total - fb.reserved - fb.used) << 20;
+  memory->used = (fb.used + fb.reserved) << 20;  // v1 counts the driver's reservation as used
   return kSuccess;
 }
 
@@ -525,8 +539,8 @@ FAKE_API Return nvmlDeviceGetUtilizationRates(Device d, Utilization* u) {
   if (c.rc != kSuccess) return c.rc;
   if (c.gpu->mig_enabled) return kErrorNotSupported;
   if (u == nullptr) return kErrorInvalidArgument;
-  u->gpu = static_cast<unsigned>(c.gpu->telemetry.at("gpuUtil", c.now(), 0));
-  u->memory = static_cast<unsigned>(c.gpu->telemetry.at("memCopyUtil", c.now(), 0));
+  u->gpu = to_uint(c.gpu->telemetry.at("gpuUtil", c.now(), 0));
+  u->memory = to_uint(c.gpu->telemetry.at("memCopyUtil", c.now(), 0));
   return kSuccess;
 }
 
@@ -534,7 +548,7 @@ FAKE_API Return nvmlDeviceGetEncoderUtilization(Device d, unsigned int* util, un
   Call c("nvmlDeviceGetEncoderUtilization", d, true, false);
   if (c.rc != kSuccess) return c.rc;
   if (util == nullptr || period == nullptr) return kErrorInvalidArgument;
-  *util = static_cast<unsigned>(c.gpu->telemetry.at("encUtil", c.now(), 0));
+  *util = to_uint(c.gpu->telemetry.at("encUtil", c.now(), 0));
   *period = 167000;
   return kSuccess;
 }
@@ -543,7 +557,7 @@ FAKE_API Return nvmlDeviceGetDecoderUtilization(Device d, unsigned int* util, un
   Call c("nvmlDeviceGetDecoderUtilization", d, true, false);
   if (c.rc != kSuccess) return c.rc;
   if (util == nullptr || period == nullptr) return kErrorInvalidArgument;
-  *util = static_cast<unsigned>(c.gpu->telemetry.at("decUtil", c.now(), 0));
+  *util = to_uint(c.gpu->telemetry.at("decUtil", c.now(), 0));
   *period = 167000;
   return kSuccess;
 }
@@ -552,17 +566,23 @@ FAKE_API Return nvmlDeviceGetTemperature(Device d, int sensor, unsigned int* tem
   Call c("nvmlDeviceGetTemperature", d, true, false);
   if (c.rc != kSuccess) return c.rc;
   if (sensor != kTemperatureGpu || temp == nullptr) return kErrorInvalidArgument;
-  *temp = static_cast<unsigned>(c.gpu->telemetry.at("gpuTemp", c.now(), 34));
+  *temp = to_uint(c.gpu->telemetry.at("gpuTemp", c.now(), 34));
   return kSuccess;
 }
 
 double power_w(const Call& c) { return c.gpu->telemetry.at("powerW", c.now(), c.gpu->model->idle_power_w); }
 
+// Energy since load: the starting value plus the integral of the power reading.
+unsigned long long energy_mj(const Gpu& g, double t) {
+  return to_ull(g.telemetry.at("energyStartMJ", 0, 1.0e9) +
+                1000.0 * g.telemetry.integral("powerW", t, g.model->idle_power_w));
+}
+
 FAKE_API Return nvmlDeviceGetPowerUsage(Device d, unsigned int* mw) {
   Call c("nvmlDeviceGetPowerUsage", d, true, false);
   if (c.rc != kSuccess) return c.rc;
   if (mw == nullptr) return kErrorInvalidArgument;
-  *mw = static_cast<unsigned>(power_w(c) * 1000.0);
+  *mw = to_uint(power_w(c) * 1000.0);
   return kSuccess;
 }
 
@@ -579,7 +599,7 @@ FAKE_API Return nvmlDeviceGetTotalEnergyConsumption(Device d, unsigned long long
   if (c.rc != kSuccess) return c.rc;
   if (mj == nullptr) return kErrorInvalidArgument;
   // Energy since load at the current power draw, on top of a starting value.
-  *mj = static_cast<unsigned long long>(c.gpu->telemetry.at("energyStartMJ", 0, 1.0e9) + power_w(c) * 1000.0 * c.now());
+  *mj = energy_mj(*c.gpu, c.now());
   return kSuccess;
 }
 
@@ -592,12 +612,10 @@ Return clock_mhz(const char* fn, Device d, int type, unsigned int* mhz, bool cur
   switch (type) {
     case kClockGraphics:
     case kClockSm:
-      *mhz = current ? static_cast<unsigned>(c.gpu->telemetry.at("smClock", c.now(), m.max_sm_clock_mhz / 6))
-                     : m.max_sm_clock_mhz;
+      *mhz = current ? to_uint(c.gpu->telemetry.at("smClock", c.now(), m.max_sm_clock_mhz / 6)) : m.max_sm_clock_mhz;
       return kSuccess;
     case kClockMem:
-      *mhz = current ? static_cast<unsigned>(c.gpu->telemetry.at("memClock", c.now(), m.max_mem_clock_mhz))
-                     : m.max_mem_clock_mhz;
+      *mhz = current ? to_uint(c.gpu->telemetry.at("memClock", c.now(), m.max_mem_clock_mhz)) : m.max_mem_clock_mhz;
       return kSuccess;
     case kClockVideo:
       *mhz = m.max_sm_clock_mhz * 3 / 4;
@@ -619,7 +637,7 @@ FAKE_API Return nvmlDeviceGetPcieReplayCounter(Device d, unsigned int* value) {
   Call c("nvmlDeviceGetPcieReplayCounter", d, true, false);
   if (c.rc != kSuccess) return c.rc;
   if (value == nullptr) return kErrorInvalidArgument;
-  *value = static_cast<unsigned>(c.gpu->telemetry.at("pcieReplay", c.now(), 0));
+  *value = to_uint(c.gpu->telemetry.at("pcieReplay", c.now(), 0));
   return kSuccess;
 }
 
@@ -630,8 +648,8 @@ FAKE_API Return nvmlDeviceGetRemappedRows(Device d, unsigned int* corr, unsigned
   if (!c.gpu->model->row_remapping || c.gpu->mig_enabled) return kErrorNotSupported;
   if (!corr || !unc || !pending || !failure) return kErrorInvalidArgument;
   const auto& t = c.gpu->telemetry;
-  *corr = static_cast<unsigned>(t.at("remappedCorrectable", c.now(), 0));
-  *unc = static_cast<unsigned>(t.at("remappedUncorrectable", c.now(), 0));
+  *corr = to_uint(t.at("remappedCorrectable", c.now(), 0));
+  *unc = to_uint(t.at("remappedUncorrectable", c.now(), 0));
   *pending = t.at("remapPending", c.now(), 0) != 0 ? 1 : 0;
   *failure = t.at("remapFailure", c.now(), 0) != 0 ? 1 : 0;
   return kSuccess;
@@ -644,7 +662,7 @@ FAKE_API Return nvmlDeviceGetTotalEccErrors(Device d, int error_type, int counte
     return kErrorInvalidArgument;
   }
   static const char* keys[2][2] = {{"eccSbeVolatile", "eccSbeAggregate"}, {"eccDbeVolatile", "eccDbeAggregate"}};
-  *count = static_cast<unsigned long long>(c.gpu->telemetry.at(keys[error_type][counter_type], c.now(), 0));
+  *count = to_ull(c.gpu->telemetry.at(keys[error_type][counter_type], c.now(), 0));
   return kSuccess;
 }
 
@@ -667,7 +685,7 @@ FAKE_API Return nvmlDeviceGetFieldValues(Device d, int count, FieldValue* values
           break;
         }
         v.valueType = kValueUInt;
-        v.value.uiVal = static_cast<unsigned>(tel.at("memoryTemp", t, 38));
+        v.value.uiVal = to_uint(tel.at("memoryTemp", t, 38));
         break;
       case kFieldNvLinkThroughputDataTx:
       case kFieldNvLinkThroughputDataRx: {
@@ -677,20 +695,20 @@ FAKE_API Return nvmlDeviceGetFieldValues(Device d, int count, FieldValue* values
         }
         const char* key = v.fieldId == kFieldNvLinkThroughputDataTx ? "nvlinkTxKiBps" : "nvlinkRxKiBps";
         v.valueType = kValueULongLong;
-        v.value.ullVal = static_cast<unsigned long long>(tel.at(key, t, 0) * t);
+        v.value.ullVal = to_ull(tel.integral(key, t, 0));
         break;
       }
       case kFieldTotalEnergyConsumption:
         v.valueType = kValueULongLong;
-        v.value.ullVal = static_cast<unsigned long long>(tel.at("energyStartMJ", 0, 1.0e9) + power_w(c) * 1000.0 * t);
+        v.value.ullVal = energy_mj(*c.gpu, t);
         break;
       case kFieldPowerInstant:
         v.valueType = kValueUInt;
-        v.value.uiVal = static_cast<unsigned>(power_w(c) * 1000.0);
+        v.value.uiVal = to_uint(power_w(c) * 1000.0);
         break;
       case kFieldPcieReplayCounter:
         v.valueType = kValueULongLong;
-        v.value.ullVal = static_cast<unsigned long long>(tel.at("pcieReplay", t, 0));
+        v.value.ullVal = to_ull(tel.at("pcieReplay", t, 0));
         break;
       default:
         v.nvmlReturn = kErrorNotSupported;
@@ -719,7 +737,7 @@ FAKE_API Return nvmlDeviceGetCurrentClocksEventReasons(Device d, unsigned long l
   Call c("nvmlDeviceGetCurrentClocksEventReasons", d, true, false);
   if (c.rc != kSuccess) return c.rc;
   if (reasons == nullptr) return kErrorInvalidArgument;
-  *reasons = static_cast<unsigned long long>(c.gpu->telemetry.at("clockEventReasons", c.now(), 1));
+  *reasons = to_ull(c.gpu->telemetry.at("clockEventReasons", c.now(), 1));
   return kSuccess;
 }
 
@@ -761,8 +779,8 @@ FAKE_API Return nvmlDeviceGetProcessUtilization(Device d, ProcessUtilizationSamp
   std::vector<ProcessUtilizationSample> list;
   if (stamp > last_seen_us) {
     for (const auto& p : c.gpu->processes) {
-      list.push_back({p.pid, stamp, static_cast<unsigned>(p.sm_util.at(t)), static_cast<unsigned>(p.mem_util.at(t)),
-                      static_cast<unsigned>(p.enc_util.at(t)), static_cast<unsigned>(p.dec_util.at(t))});
+      list.push_back({p.pid, stamp, to_uint(p.sm_util.at(t)), to_uint(p.mem_util.at(t)), to_uint(p.enc_util.at(t)),
+                      to_uint(p.dec_util.at(t))});
     }
   }
   if (list.empty()) return kErrorNotFound;
@@ -1056,7 +1074,9 @@ FAKE_API Return nvmlGpmSampleGet(Device d, GpmSample sample) {
 FAKE_API Return nvmlGpmMetricsGet(GpmMetricsGet* get) {
   Call c("nvmlGpmMetricsGet");
   if (c.rc != kSuccess) return c.rc;
-  if (get == nullptr || get->version != kGpmMetricsGetVersion) return kErrorInvalidArgument;
+  if (get == nullptr || get->version != kGpmMetricsGetVersion || get->numMetrics > kGpmMetricsMax) {
+    return kErrorInvalidArgument;
+  }
   auto* s1 = reinterpret_cast<GpmSampleImpl*>(get->sample1);
   auto* s2 = reinterpret_cast<GpmSampleImpl*>(get->sample2);
   if (s1 == nullptr || s2 == nullptr || s1->gpu < 0 || s1->gpu != s2->gpu || s2->t <= s1->t)

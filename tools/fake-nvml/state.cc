@@ -131,7 +131,8 @@ Gpu make_gpu(const ModelSpec& m, unsigned index) {
   g.model = &m;
   g.uuid = make_uuid("GPU", 0x6b677075ULL * 131 + index);
   g.serial = fmt::format("165{:010}", 2200000000ULL + splitmix(index) % 99999999ULL);
-  g.bus = 0x18 + 0x10 * index;
+  g.bus = (0x18 + 0x10 * index) & 0xff;  // past 0xff, the next PCI domain
+  g.domain = (0x18 + 0x10 * index) >> 8;
   g.minor = index;
   if (!m.mig.empty()) g.mig_pending = false;
   return g;
@@ -443,7 +444,11 @@ Node parse(const Ctx& c, const YAML::Node& root) {
     auto& g = node.gpus[i];
     if (!g.uuid_given)
       g.uuid = make_uuid("GPU", std::hash<std::string>{}(g.model->key) * 1000003ULL + g.bus * 257ULL + i);
-    for (auto& m : g.mig) m.uuid = make_uuid("MIG", std::hash<std::string>{}(g.uuid) ^ (m.gpu_instance_id * 7919ULL));
+    // A new instance (other profile or place) gets a new UUID, as on real GPUs.
+    for (auto& m : g.mig) {
+      m.uuid = make_uuid("MIG", std::hash<std::string>{}(g.uuid) ^ (m.gpu_instance_id * 7919ULL) ^
+                                    (m.shape->profile_id * 104729ULL) ^ (m.start * 131ULL));
+    }
   }
   std::set<std::string> uuids, buses;
   for (size_t i = 0; i < node.gpus.size(); ++i) {
@@ -483,6 +488,12 @@ bool same_group(const std::vector<std::vector<unsigned>>& groups, unsigned a, un
 double Wave::at(double t) const {
   if (period_s <= 0) return min;
   return min + (max - min) * 0.5 * (1.0 - std::cos(2.0 * std::numbers::pi * t / period_s));
+}
+
+double Wave::integral(double t) const {
+  if (period_s <= 0) return min * t;
+  const double w = 2.0 * std::numbers::pi / period_s;
+  return min * t + (max - min) * 0.5 * (t - std::sin(w * t) / w);
 }
 
 std::string Gpu::bus_id() const { return fmt::format("{:08X}:{:02X}:00.0", domain, bus); }

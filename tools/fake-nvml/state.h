@@ -19,6 +19,7 @@ struct Wave {
   double min = 0, max = 0;
   double period_s = 0;  // 0: constant (min)
   double at(double t) const;
+  double integral(double t) const;  // of at() from 0 to t
 };
 
 struct Telemetry {
@@ -27,6 +28,10 @@ struct Telemetry {
   double at(const std::string& k, double t, double fallback = 0) const {
     auto it = values.find(k);
     return it == values.end() ? fallback : it->second.at(t);
+  }
+  double integral(const std::string& k, double t, double fallback = 0) const {
+    auto it = values.find(k);
+    return it == values.end() ? fallback * t : it->second.integral(t);
   }
 };
 
