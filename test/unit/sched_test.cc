@@ -1,0 +1,241 @@
+#include <gtest/gtest.h>
+
+#include "sched/framework.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace kgpu::sched {
+namespace {
+
+Node node(const std::string& name, std::vector<int> gpu_free, int64_t cpu = 64000, const std::string& model = "T4") {
+  Node n;
+  n.name = name;
+  n.cpu_milli = n.cpu_free = cpu;
+  n.memory_mib = n.memory_free = 262144;
+  n.gpu_model = model;
+  n.gpu_free = std::move(gpu_free);
+  return n;
+}
+
+Pod pod(int num_gpu, int milli, int64_t cpu = 4000) {
+  Pod p;
+  p.name = "p";
+  p.cpu_milli = cpu;
+  p.memory_mib = 1024;
+  p.num_gpu = num_gpu;
+  p.gpu_milli = milli;
+  return p;
+}
+
+TaskShape shape(int num_gpu, int milli, int64_t cpu = 1000, double pop = 1.0) {
+  TaskShape s;
+  s.cpu_milli = cpu;
+  s.num_gpu = num_gpu;
+  s.gpu_milli = milli;
+  s.popularity = pop;
+  return s;
+}
+
+TEST(Fragmentation, WorkedExamples) {
+  const Node n = node("n", {1000, 500});
+  EXPECT_DOUBLE_EQ(fragmentation(n, shape(1, 600)), 500);           // only the half-free GPU is too small
+  EXPECT_DOUBLE_EQ(fragmentation(n, shape(1, 400)), 0);             // both can host it
+  EXPECT_DOUBLE_EQ(fragmentation(n, shape(1, 1000)), 500);          // fits the idle GPU; the half one is lost to it
+  EXPECT_DOUBLE_EQ(fragmentation(n, shape(2, 1000)), 1500);         // does not fit: all idle capacity
+  EXPECT_DOUBLE_EQ(fragmentation(n, shape(0, 0)), 1500);            // CPU-only: all idle capacity
+  EXPECT_DOUBLE_EQ(fragmentation(n, shape(1, 300, 100000)), 1500);  // not enough CPU
+  TaskShape v100 = shape(1, 500);
+  v100.gpu_models = {"V100M16"};
+  EXPECT_DOUBLE_EQ(fragmentation(n, v100), 1500);  // model mismatch
+  // Weighted by popularity.
+  EXPECT_DOUBLE_EQ(fragmentation(n, std::vector<TaskShape>{shape(1, 600, 1000, 0.5), shape(2, 1000, 1000, 0.5)}),
+                   0.5 * 500 + 0.5 * 1500);
+}
+
+TEST(Fragmentation, DeltaAndClusterRatio) {
+  const Node n = node("n", {1000, 1000});
+  const std::vector<TaskShape> w = {shape(1, 1000)};
+  // A 0.5 share on an idle GPU leaves a half GPU that a whole-GPU task cannot use.
+  EXPECT_DOUBLE_EQ(fragmentation_delta(n, pod(1, 500), {0}, w), 500);
+  Cluster c({node("a", {1000, 500}), node("b", {250})});
+  auto r = cluster_fragmentation(c, w);
+  EXPECT_DOUBLE_EQ(r.idle_milli, 1750);
+  EXPECT_DOUBLE_EQ(r.fragmented_milli, 500 + 250);
+  EXPECT_NEAR(r.ratio(), 750.0 / 1750, 1e-12);
+}
+
+TEST(TargetWorkload, PopularShapesCoveringTheShare) {
+  std::vector<Pod> pods;
+  for (int i = 0; i < 90; ++i) pods.push_back(pod(1, 1000));
+  for (int i = 0; i < 8; ++i) pods.push_back(pod(1, 500));
+  for (int i = 0; i < 2; ++i) pods.push_back(pod(1, 250));
+  auto w = target_workload(pods, 0.95);
+  ASSERT_EQ(w.size(), 2u);  // 90% + 8% reach 95%; the 2% tail is left out
+  EXPECT_NEAR(w[0].popularity, 90.0 / 98, 1e-12);
+  EXPECT_EQ(w[1].gpu_milli, 500);
+}
+
+Outcome place(const std::string& policy, Cluster& c, const Pod& p, uint64_t seed = 1) {
+  SchedulingContext ctx;
+  ctx.workload = {shape(1, 1000, 1000, 0.5), shape(1, 500, 1000, 0.5)};
+  auto fw = make_framework(policy, ctx);
+  EXPECT_TRUE(fw) << fw.error().message;
+  std::mt19937_64 rng(seed);
+  return fw->schedule(p, c, rng);
+}
+
+TEST(Policies, BestFitPacksLeastAllocatedSpreads) {
+  Cluster a({node("empty", {1000, 1000}), node("busy", {1000, 300})});
+  EXPECT_EQ(place("BestFit", a, pod(1, 200)).placement->node, 1u);
+  Cluster b({node("empty", {1000, 1000}), node("busy", {1000, 300})});
+  EXPECT_EQ(place("LeastAllocated", b, pod(1, 200)).placement->node, 0u);
+  Cluster c({node("empty", {1000, 1000}), node("busy", {1000, 300})});
+  EXPECT_EQ(place("MostAllocated", c, pod(1, 200)).placement->node, 1u);
+}
+
+TEST(Policies, GpuPackingPrefersASharedGpu) {
+  Cluster c({node("busy-full-gpus", {1000, 0}), node("shared", {1000, 600}), node("idle", {1000, 1000})});
+  auto out = place("GpuPacking", c, pod(1, 500));
+  ASSERT_TRUE(out.placement);
+  EXPECT_EQ(out.placement->node, 1u);
+  EXPECT_EQ(out.placement->gpus, std::vector<int>{1});
+  EXPECT_EQ(c.node(1).gpu_free[1], 100);
+}
+
+TEST(Policies, GpuClusteringPrefersTheSameRequest) {
+  Cluster c({node("a", {1000, 1000}), node("b", {1000, 1000})});
+  c.assign(pod(1, 300), Placement{1, {0}});
+  EXPECT_EQ(place("GpuClustering", c, pod(1, 300)).placement->node, 1u);
+}
+
+TEST(Policies, FgdChoosesTheGpuThatFragmentsLeast) {
+  // Workload: half whole-GPU tasks, half 0.5 shares. Putting a 0.5 share on the half-used GPU
+  // (free 500) fragments nothing; on an idle GPU it strands half a GPU for the whole-GPU tasks.
+  Cluster c({node("n", {1000, 500})});
+  auto out = place("FGD", c, pod(1, 500));
+  ASSERT_TRUE(out.placement);
+  EXPECT_EQ(out.placement->gpus, std::vector<int>{1});
+}
+
+TEST(Policies, RandomIsDeterministicForASeed) {
+  std::vector<size_t> first, second;
+  for (int run = 0; run < 2; ++run) {
+    Cluster c({node("a", {1000}), node("b", {1000}), node("c", {1000}), node("d", {1000})});
+    auto& out = run == 0 ? first : second;
+    for (uint64_t s = 1; s <= 4; ++s) out.push_back(place("Random", c, pod(1, 100), s).placement->node);
+  }
+  EXPECT_EQ(first, second);
+}
+
+TEST(Framework, ReasonsWhenNothingFits) {
+  Cluster c({node("a", {300}), node("b", {200}), node("v", {1000}, 64000, "V100M16")});
+  Pod p = pod(1, 500);
+  p.gpu_models = {"T4"};
+  auto out = place("BestFit", c, p);
+  EXPECT_FALSE(out.placement);
+  EXPECT_EQ(out.message(), "0/3 nodes are available: 2 insufficient GPU share, 1 GPU model mismatch.");
+  Cluster d({node("small", {1000}, 2000)});
+  EXPECT_EQ(place("FGD", d, pod(1, 1000, 4000)).message(), "0/1 nodes are available: 1 insufficient cpu.");
+  EXPECT_FALSE(make_framework("Magic", {}));
+}
+
+TEST(Framework, SelectorsAndTaints) {
+  Node tainted = node("t", {1000});
+  tainted.taints.push_back({"nvidia.com/gpu", "present", "NoSchedule"});
+  Node labelled = node("l", {1000});
+  labelled.labels["pool"] = "a100";
+  Cluster c({tainted, labelled});
+  Pod p = pod(1, 1000);
+  p.node_selector["pool"] = "a100";
+  EXPECT_EQ(place("BestFit", c, p).placement->node, 1u);
+  Cluster c2({tainted});
+  EXPECT_FALSE(place("BestFit", c2, pod(1, 1000)).placement);
+  Pod tolerant = pod(1, 1000);
+  tolerant.tolerations.push_back({"nvidia.com/gpu", "Exists", "", "NoSchedule"});
+  EXPECT_TRUE(place("BestFit", c2, tolerant).placement);
+}
+
+}  // namespace
+}  // namespace kgpu::sched
+
+namespace kgpu::sim {
+namespace {
+
+const char* kNodes = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,2,T4\nn1,64000,262144,4,V100M16\n";
+const char* kPods =
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+    "p0,4000,8192,1,500,,LS,Running,0,100,0\n"
+    "p1,8000,8192,2,1000,V100M16|V100M32,LS,Running,10,50,10\n"
+    "p2,1000,1024,0,0,,BE,Running,20,,20\n";
+
+TEST(Trace, LoadsBothFormats) {
+  auto nodes = parse_nodes(kNodes, "nodes.csv");
+  ASSERT_TRUE(nodes) << nodes.error().message;
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[1].gpus(), 4);
+  EXPECT_EQ((*nodes)[1].gpu_model, "V100M16");
+  auto pods = parse_pods(kPods, "pods.csv");
+  ASSERT_TRUE(pods) << pods.error().message;
+  EXPECT_EQ((*pods)[1].gpu_models, (std::vector<std::string>{"V100M16", "V100M32"}));
+  EXPECT_EQ((*pods)[0].deletion, 100);
+  EXPECT_FALSE((*pods)[2].deletion.has_value());
+  auto multigpu = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nx,1000,1024,4,1000\n", "multigpu.csv");
+  ASSERT_TRUE(multigpu);
+  EXPECT_EQ((*multigpu)[0].gpu_request(), 4000);
+}
+
+TEST(Trace, BadRowsNameFileLineAndColumn) {
+  auto truncated = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nx,1000,1024\n", "pods.csv");
+  ASSERT_FALSE(truncated);
+  EXPECT_EQ(truncated.error().message, "pods.csv:2: 3 columns, the header has 5 (truncated file?)");
+  auto word = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nx,lots,1024,1,100\n", "pods.csv");
+  ASSERT_FALSE(word);
+  EXPECT_EQ(word.error().message, "pods.csv:2: cpu_milli 'lots' is not an integer");
+  auto share = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nx,1,1,2,500\n", "pods.csv");
+  ASSERT_FALSE(share);
+  EXPECT_NE(share.error().message.find("must be whole"), std::string::npos);
+  auto range = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nx,1,1,1,1500\n", "pods.csv");
+  ASSERT_FALSE(range);
+  EXPECT_EQ(range.error().message, "pods.csv:2: gpu_milli 1500 is outside 0..1000");
+  auto header = parse_nodes("sn,cpu,gpu\n", "nodes.csv");
+  ASSERT_FALSE(header);
+  EXPECT_EQ(header.error().message, "nodes.csv:1: header lacks column 'cpu_milli'");
+}
+
+TEST(Simulator, FgdProtocolIsDeterministicAndReachesTheTarget) {
+  auto nodes = parse_nodes(kNodes, "n");
+  auto pods = parse_pods(kPods, "p");
+  ASSERT_TRUE(nodes && pods);
+  RunOptions o;
+  o.policy = "FGD";
+  o.seed = 7;
+  auto a = run_fgd_protocol(*nodes, *pods, o);
+  auto b = run_fgd_protocol(*nodes, *pods, o);
+  ASSERT_TRUE(a && b);
+  EXPECT_GE(a->final_arrived, 1.3);
+  EXPECT_EQ(a->arrivals, b->arrivals);
+  EXPECT_EQ(a->scheduled, b->scheduled);
+  EXPECT_DOUBLE_EQ(a->final_allocated, b->final_allocated);
+  EXPECT_LE(a->final_allocated, 1.0);
+  EXPECT_FALSE(a->curve.empty());
+}
+
+TEST(Simulator, TimeDrivenFreesCapacity) {
+  auto nodes = parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,1,T4\n", "n");
+  auto pods = parse_pods(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+      "a,1000,1024,1,1000,,LS,Running,0,10,0\n"
+      "b,1000,1024,1,1000,,LS,Running,5,20,5\n"
+      "c,1000,1024,1,1000,,LS,Running,10,30,10\n",
+      "p");
+  ASSERT_TRUE(nodes && pods);
+  RunOptions o;
+  o.policy = "BestFit";
+  auto r = run_time_driven(*nodes, *pods, o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->scheduled, 2u);  // b finds the GPU taken; c arrives when a has left
+  EXPECT_EQ(r->unscheduled_by_shape["1 GPU"], 1);
+}
+
+}  // namespace
+}  // namespace kgpu::sim
