@@ -120,12 +120,13 @@ int cmd_events(const GlobalOptions& g, double duration_s, int max_count) {
 }
 
 struct SimOptions {
-  std::string nodes, pods, mode = "fgd", output = "table", svg_path;
+  std::string nodes, pods, mode = "fgd", output = "table", svg_path, csv_path;
   std::vector<std::string> policies = {"Random",  "DotProduct", "GpuClustering", "GpuPacking",
                                        "BestFit", "FGD",        "FGDPack"};
   int seeds = 10;
   uint64_t first_seed = 1;
   double target = 1.3;
+  std::string tie_break = "first";
 };
 
 int cmd_sim(const SimOptions& o) {
@@ -142,6 +143,7 @@ int cmd_sim(const SimOptions& o) {
       ro.policy = policy;
       ro.seed = o.first_seed + static_cast<uint64_t>(k);
       ro.target_arrived = o.target;
+      ro.tie_break = o.tie_break == "first" ? sched::TieBreak::kFirst : sched::TieBreak::kRandom;
       if (isatty(2))
         ro.progress = [&](double f) {
           fmt::print(stderr, "\r{} seed {}: {:3.0f}%  ({}/{} runs)", policy, ro.seed, 100 * f, done, total);
@@ -152,7 +154,7 @@ int cmd_sim(const SimOptions& o) {
       ++done;
     }
   }
-  fmt::print(stderr, "\r{:60}\r", "");
+  if (isatty(2)) fmt::print(stderr, "\r{:60}\r", "");
   auto summary = sim::summarize(runs);
   if (o.output == "csv") {
     std::cout << sim::csv(runs);
@@ -160,6 +162,11 @@ int cmd_sim(const SimOptions& o) {
     std::cout << sim::json(summary, runs);
   } else {
     std::cout << sim::table(summary);
+  }
+  if (!o.csv_path.empty()) {
+    std::ofstream out(o.csv_path);
+    out << sim::csv(runs);
+    if (!out) return report(Error{ErrorCode::kInvalidArgument, "cannot write " + o.csv_path});
   }
   if (!o.svg_path.empty()) {
     std::ofstream out(o.svg_path);
@@ -251,6 +258,12 @@ int run(int argc, char** argv) {
   sim_cmd->add_option("--output", so.output, "table, csv or json")
       ->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
+  sim_cmd
+      ->add_option("--tie-break", so.tie_break,
+                   "Among equally scored nodes: random (kube-scheduler) or first (in a per-seed node order)")
+      ->check(CLI::IsMember({"random", "first"}))
+      ->capture_default_str();
+  sim_cmd->add_option("--csv", so.csv_path, "Also write every run as CSV to this file");
   sim_cmd->add_option("--svg", so.svg_path, "Write a plot of allocation vs arrived ratio per policy");
 
   try {

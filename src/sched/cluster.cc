@@ -32,7 +32,8 @@ void Cluster::assign(const Pod& pod, const Placement& p) {
   for (int g : p.gpus) n.gpu_free[g] -= pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
   gpu_allocated_ += pod.gpu_request();
   ++n.pods;
-  if (pod.num_gpu > 0) ++n.pods_by_gpu_request[static_cast<int>(pod.gpu_request())];
+  ++n.version;
+  if (pod.num_gpu > 0) ++n.gpu_pods_by_tag[pod.gpu_tag()];
 }
 
 void Cluster::release(const Pod& pod, const Placement& p) {
@@ -42,9 +43,13 @@ void Cluster::release(const Pod& pod, const Placement& p) {
   for (int g : p.gpus) n.gpu_free[g] += pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
   gpu_allocated_ -= pod.gpu_request();
   --n.pods;
-  if (pod.num_gpu > 0 && --n.pods_by_gpu_request[static_cast<int>(pod.gpu_request())] == 0) {
-    n.pods_by_gpu_request.erase(static_cast<int>(pod.gpu_request()));
-  }
+  ++n.version;
+  if (pod.num_gpu > 0 && --n.gpu_pods_by_tag[pod.gpu_tag()] == 0) n.gpu_pods_by_tag.erase(pod.gpu_tag());
+}
+
+std::string Pod::gpu_tag() const {
+  if (num_gpu == 0) return "";
+  return sharing() ? "share-gpu" : std::to_string(num_gpu) + "-gpu";
 }
 
 std::optional<std::vector<int>> default_gpus(const Pod& pod, const Node& node) {

@@ -33,8 +33,9 @@ struct Node {
   // State.
   std::vector<int> gpu_free;  // milli-GPU free per GPU (kMilli = idle)
   int64_t cpu_free = 0, memory_free = 0;
-  std::map<int, int> pods_by_gpu_request;  // gpu request (milli) -> pods placed here (GpuClustering)
+  std::map<std::string, int> gpu_pods_by_tag;  // "share-gpu", "1-gpu", "2-gpu"... -> GPU pods here
   int pods = 0;
+  uint64_t version = 0;  // bumped by every change (caches keyed on it)
 
   int gpus() const { return static_cast<int>(gpu_free.size()); }
   int64_t gpu_free_total() const;
@@ -55,6 +56,8 @@ struct Pod {
   std::optional<int64_t> deletion;
 
   bool sharing() const { return num_gpu == 1 && gpu_milli < kMilli; }
+  // GpuClustering's class of a GPU pod: "share-gpu" or "<n>-gpu"; "" for CPU-only pods.
+  std::string gpu_tag() const;
   // Total GPU milli requested (one share, or num_gpu whole GPUs).
   int64_t gpu_request() const { return num_gpu == 1 ? gpu_milli : static_cast<int64_t>(num_gpu) * kMilli; }
 };

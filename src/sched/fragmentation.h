@@ -29,6 +29,9 @@ std::vector<TaskShape> target_workload(const std::vector<Pod>& pods, double cove
 double fragmentation(const Node& node, const TaskShape& m);
 // F_n in milli-GPU.
 double fragmentation(const Node& node, const std::vector<TaskShape>& workload);
+// F_n if `pod` were placed on `gpus` of `node`.
+double fragmentation_after(const Node& node, const Pod& pod, const std::vector<int>& gpus,
+                           const std::vector<TaskShape>& workload);
 // F_n after placing `pod` on `gpus` of `node`, minus F_n now.
 double fragmentation_delta(const Node& node, const Pod& pod, const std::vector<int>& gpus,
                            const std::vector<TaskShape>& workload);

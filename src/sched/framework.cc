@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+#include <unordered_map>
 
 namespace kgpu::sched {
 
@@ -56,8 +58,24 @@ class ResourceFilter : public FilterPlugin {
 };
 
 // ---- policies ----
+//
+// The FGD paper's baselines as its authors' simulator defines them: integer scores 0..100, CPU
+// and GPU normalized by a 128-core, 8-GPU node, the GPU inside a node chosen "best" (the fitting
+// GPU with the least free share), ties between nodes broken at random by the framework.
 
-double gpu_capacity(const Node& n) { return std::max(1.0, static_cast<double>(n.gpus()) * kMilli); }
+constexpr double kCpuNorm = 128000;  // milli-CPU
+constexpr double kGpuNorm = 8000;    // milli-GPU
+
+// A random fitting GPU for a share (reservoir sampling); whole GPUs as default_gpus.
+std::optional<std::vector<int>> random_gpus(const Pod& pod, const Node& n, std::mt19937_64& rng) {
+  if (!pod.sharing()) return default_gpus(pod, n);
+  int chosen = -1, seen = 0;
+  for (int g = 0; g < n.gpus(); ++g) {
+    if (n.gpu_free[g] >= pod.gpu_milli && std::uniform_int_distribution<int>(0, seen++)(rng) == 0) chosen = g;
+  }
+  if (chosen < 0) return std::nullopt;
+  return std::vector<int>{chosen};
+}
 
 class LeastAllocated : public ScorePlugin {
  public:
@@ -66,91 +84,94 @@ class LeastAllocated : public ScorePlugin {
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
-    // Kubernetes NodeResourcesFit: mean over resources of free (or used) fraction after placement.
+    // Kubernetes NodeResourcesFit: mean over resources of the free (or used) fraction after placement.
     const double cpu = static_cast<double>(n.cpu_free - pod.cpu_milli) / std::max<int64_t>(1, n.cpu_milli);
     const double mem = static_cast<double>(n.memory_free - pod.memory_mib) / std::max<int64_t>(1, n.memory_mib);
     double fractions = cpu + mem;
     int resources = 2;
     if (n.gpus() > 0) {
-      fractions += (static_cast<double>(n.gpu_free_total()) - static_cast<double>(pod.gpu_request())) / gpu_capacity(n);
+      fractions += (static_cast<double>(n.gpu_free_total()) - static_cast<double>(pod.gpu_request())) /
+                   (static_cast<double>(n.gpus()) * kMilli);
       ++resources;
     }
     const double free = fractions / resources;
-    return NodeScore{100.0 * (most_ ? 1.0 - free : free), std::move(*gpus)};
+    return NodeScore{std::trunc(100.0 * (most_ ? 1.0 - free : free)), std::move(*gpus)};
   }
 
  private:
   bool most_;
 };
 
+// One feasible node at random scores 100, the others 0; a random fitting GPU on it.
 class RandomPolicy : public ScorePlugin {
  public:
   const char* name() const override { return "Random"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64& rng) override {
-    auto gpus = default_gpus(pod, n);
+    auto gpus = random_gpus(pod, n, rng);
     if (!gpus) return std::nullopt;
+    // A uniform random score: the best is a uniformly random feasible node, whatever the tie-break.
     return NodeScore{std::uniform_real_distribution<double>(0, 1)(rng), std::move(*gpus)};
   }
 };
 
-// Tetris: alignment of the node's free resources with the pod's demand, both normalized.
+// Tetris: 100 * (1 - dot/2) of the node's free and the pod's requested (CPU, GPU) vectors.
 class DotProduct : public ScorePlugin {
  public:
   const char* name() const override { return "DotProduct"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
-    const double cpu_cap = std::max<int64_t>(1, n.cpu_milli);
-    double dot = (static_cast<double>(n.cpu_free) / cpu_cap) * (static_cast<double>(pod.cpu_milli) / cpu_cap);
-    if (n.gpus() > 0) {
-      dot += (static_cast<double>(n.gpu_free_total()) / gpu_capacity(n)) *
-             (static_cast<double>(pod.gpu_request()) / gpu_capacity(n));
-    }
-    return NodeScore{-dot, std::move(*gpus)};  // the smallest alignment leaves the best-shaped hole
+    const double dot =
+        (static_cast<double>(n.cpu_free) / kCpuNorm) * (static_cast<double>(pod.cpu_milli) / kCpuNorm) +
+        (static_cast<double>(n.gpu_free_total()) / kGpuNorm) * (static_cast<double>(pod.gpu_request()) / kGpuNorm);
+    return NodeScore{std::trunc(100.0 * (1.0 - dot / 2.0)), std::move(*gpus)};
   }
 };
 
-// Prefer nodes already running pods with the same GPU request.
+// Prefer nodes whose GPU pods are of the same class (share-gpu, 1-gpu, 2-gpu...), and fuller nodes.
 class GpuClustering : public ScorePlugin {
  public:
   const char* name() const override { return "GpuClustering"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
-    auto it = n.pods_by_gpu_request.find(static_cast<int>(pod.gpu_request()));
-    const double same = it == n.pods_by_gpu_request.end() ? 0 : it->second;
-    return NodeScore{same, std::move(*gpus)};
+    if (pod.num_gpu == 0) return NodeScore{0, std::move(*gpus)};
+    const auto used = static_cast<int64_t>(kGpuNorm) - n.gpu_free_total();
+    double s = static_cast<double>(25 * used / static_cast<int64_t>(kGpuNorm));
+    const std::string tag = pod.gpu_tag();
+    if (n.gpu_pods_by_tag.empty()) {
+      s += 25;
+    } else if (n.gpu_pods_by_tag.contains(tag)) {
+      s += n.gpu_pods_by_tag.size() == 1 ? 75 : 50;
+    }
+    return NodeScore{s, std::move(*gpus)};
   }
 };
 
-// Prefer already-shared GPUs, then free GPUs on busy nodes, then idle nodes.
+// Prefer GPUs already shared, then free GPUs on nodes already in use, then idle nodes.
 class GpuPacking : public ScorePlugin {
  public:
   const char* name() const override { return "GpuPacking"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
-    double tier = 0;
-    const bool busy = n.gpu_free_total() < static_cast<int64_t>(n.gpus()) * kMilli;
-    if (pod.sharing() && !gpus->empty() && n.gpu_free[(*gpus)[0]] < kMilli) {
-      tier = 3;  // lands on a GPU that is already shared
-    } else if (busy) {
-      tier = 2;
-    } else {
-      tier = 1;
+    if (pod.num_gpu == 0) return NodeScore{0, std::move(*gpus)};
+    const int free_gpus = n.full_free_gpus();
+    if (free_gpus == n.gpus()) return NodeScore{double(std::max(33 - free_gpus, free_gpus)), std::move(*gpus)};
+    if (pod.sharing() && n.gpu_free[(*gpus)[0]] < kMilli) {
+      int64_t free_pct = 0;
+      for (int f : n.gpu_free) free_pct += f * 100 / kMilli;
+      return NodeScore{double(std::max<int64_t>(100 - free_pct / 10, 50)), std::move(*gpus)};
     }
-    return NodeScore{tier, std::move(*gpus)};
+    const int taken = pod.sharing() ? 1 : pod.num_gpu;  // fully free GPUs this pod uses
+    return NodeScore{double(std::max(50 - taken, 33)), std::move(*gpus)};
   }
 };
 
 // Least weighted leftover of CPU and GPU after placement (0.5 each).
 double leftover(const Pod& pod, const Node& n) {
-  const double cpu = static_cast<double>(n.cpu_free - pod.cpu_milli) / std::max<int64_t>(1, n.cpu_milli);
-  const double gpu =
-      n.gpus() == 0
-          ? 0
-          : (static_cast<double>(n.gpu_free_total()) - static_cast<double>(pod.gpu_request())) / gpu_capacity(n);
-  return 0.5 * cpu + 0.5 * gpu;
+  return 0.5 * static_cast<double>(n.cpu_free - pod.cpu_milli) / kCpuNorm +
+         0.5 * (static_cast<double>(n.gpu_free_total()) - static_cast<double>(pod.gpu_request())) / kGpuNorm;
 }
 
 class BestFit : public ScorePlugin {
@@ -159,30 +180,36 @@ class BestFit : public ScorePlugin {
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
-    return NodeScore{-leftover(pod, n), std::move(*gpus)};
+    return NodeScore{std::trunc((1.0 - leftover(pod, n)) * 100.0), std::move(*gpus)};
   }
 };
 
-// Fragmentation Gradient Descent: the placement (node and GPU) that grows fragmentation least.
-// With `pack_ties`, near-equal fragmentation changes are broken towards the fuller node (ours).
+// Fragmentation Gradient Descent: the placement (node and GPU) that grows expected fragmentation
+// least, scored int(100 * sigmoid(-dF / 1000)); within a node the first GPU with the best score.
+// FGDPack (ours) keeps FGD's score and breaks its ties towards the fuller node (BestFit's
+// leftover), before the framework's tie-break, so equally good placements pack instead of spread.
 class Fgd : public ScorePlugin {
  public:
-  Fgd(const SchedulingContext& ctx, bool pack_ties) : workload_(ctx.workload), pack_(pack_ties) {}
+  Fgd(const SchedulingContext& ctx, bool pack) : workload_(ctx.workload), pack_(pack) {}
   const char* name() const override { return pack_ ? "FGDPack" : "FGD"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     std::vector<std::vector<int>> candidates;
     if (pod.sharing()) {
-      std::set<int> seen;  // GPUs with equal free capacity give equal changes
+      // GPUs with equal free shares score equally: the first of each is enough (ties go to it).
+      std::set<int> seen;
       for (int g = 0; g < n.gpus(); ++g) {
         if (n.gpu_free[g] >= pod.gpu_milli && seen.insert(n.gpu_free[g]).second) candidates.push_back({g});
       }
     } else if (auto gpus = default_gpus(pod, n)) {
       candidates.push_back(std::move(*gpus));
     }
+    auto& cached = before_[&n];  // F_n now, until the node changes
+    if (!cached.valid || cached.version != n.version) cached = {true, n.version, fragmentation(n, workload_)};
     std::optional<NodeScore> best;
     for (auto& c : candidates) {
-      double s = -fragmentation_delta(n, pod, c, workload_);
-      if (pack_) s -= leftover(pod, n) * 1e-3;
+      const double delta = fragmentation_after(n, pod, c, workload_) - cached.value;
+      const double fgd = std::trunc(100.0 / (1.0 + std::exp(delta / 1000.0)));
+      const double s = pack_ ? fgd + (1.0 - leftover(pod, n)) * 1e-3 : fgd;
       if (!best || s > best->score) best = NodeScore{s, std::move(c)};
     }
     return best;
@@ -191,6 +218,12 @@ class Fgd : public ScorePlugin {
  private:
   std::vector<TaskShape> workload_;
   bool pack_;
+  struct Cached {
+    bool valid = false;
+    uint64_t version = 0;
+    double value = 0;
+  };
+  std::unordered_map<const Node*, Cached> before_;
 };
 
 }  // namespace
@@ -207,8 +240,9 @@ std::string Outcome::message() const {
   return out + ".";
 }
 
-Framework::Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score)
-    : filters_(std::move(filters)), score_(std::move(score)) {}
+Framework::Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score,
+                     TieBreak tie_break)
+    : filters_(std::move(filters)), score_(std::move(score)), tie_break_(tie_break) {}
 
 Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng) {
   Outcome out;
@@ -254,7 +288,8 @@ Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& r
       best = norm;
       chosen = k;
       ties = 1;
-    } else if (norm > best - 1e-9 && std::uniform_int_distribution<int>(0, ties++)(rng) == 0) {
+    } else if (norm > best - 1e-9 && tie_break_ == TieBreak::kRandom &&
+               std::uniform_int_distribution<int>(0, ties++)(rng) == 0) {
       chosen = k;
     }
   }
@@ -295,7 +330,7 @@ Result<Framework> make_framework(const std::string& policy, const SchedulingCont
     for (const auto& [n, f] : reg) names.push_back(n);
     return fail(ErrorCode::kInvalidArgument, "unknown policy '{}' (known: {})", policy, fmt::join(names, ", "));
   }
-  return Framework(default_filters(), it->second(ctx));
+  return Framework(default_filters(), it->second(ctx), ctx.tie_break);
 }
 
 }  // namespace kgpu::sched

@@ -59,13 +59,20 @@ struct Outcome {
   std::string message() const;
 };
 
+enum class TieBreak {
+  kRandom,  // uniformly among the best nodes (kube-scheduler's selectHost)
+  kFirst,   // the first best node in cluster order
+};
+
 struct SchedulingContext {
   std::vector<TaskShape> workload;  // for fragmentation-aware policies
+  TieBreak tie_break = TieBreak::kRandom;
 };
 
 class Framework {
  public:
-  Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score);
+  Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score,
+            TieBreak tie_break = TieBreak::kRandom);
   // Chooses a placement for `pod` and applies it to `cluster` (Reserve); Outcome says why not.
   Outcome schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);
   const ScorePlugin& score_plugin() const { return *score_; }
@@ -73,6 +80,7 @@ class Framework {
  private:
   std::vector<std::unique_ptr<FilterPlugin>> filters_;
   std::unique_ptr<ScorePlugin> score_;
+  TieBreak tie_break_;
   std::vector<size_t> feasible_;
   std::vector<NodeScore> scores_;
 };

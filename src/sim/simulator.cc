@@ -47,12 +47,15 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
   const auto t0 = std::chrono::steady_clock::now();
   sched::SchedulingContext ctx;
   ctx.workload = sched::target_workload(pods);
+  ctx.tie_break = o.tie_break;
   auto fw = sched::make_framework(o.policy, ctx);
   if (!fw) return std::unexpected(fw.error());
-  sched::Cluster cluster(nodes);
+  std::mt19937_64 order_rng(o.seed);
+  std::vector<sched::Node> shuffled_nodes = nodes;  // node order is part of the seed's experiment
+  std::shuffle(shuffled_nodes.begin(), shuffled_nodes.end(), order_rng);
+  sched::Cluster cluster(std::move(shuffled_nodes));
   if (cluster.gpu_capacity() == 0) return fail(ErrorCode::kInvalidArgument, "the cluster has no GPUs");
 
-  std::mt19937_64 order_rng(o.seed);
   std::mt19937_64 sched_rng(o.seed * 0x9e3779b97f4a7c15ULL + 1);
   std::vector<size_t> order(pods.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -66,8 +69,12 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
   int64_t arrived = 0;
   std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
   double last_progress = 0;
-  for (size_t k = 0; arrived < target; ++k) {
+  // The shuffled trace, then pods drawn from it with replacement until the next one would pass
+  // the target (the draw that would is not added).
+  for (size_t k = 0;; ++k) {
     const sched::Pod& pod = pods[k < order.size() ? order[k] : order[pick(order_rng)]];
+    if (k >= order.size() && arrived + pod.gpu_request() > target) break;
+    if (k >= order.size() && arrived >= target) break;
     ++r.arrivals;
     arrived += pod.gpu_request();
     auto out = fw->schedule(pod, cluster, sched_rng);

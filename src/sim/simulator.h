@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "sched/cluster.h"
+#include "sched/framework.h"
 
 namespace kgpu::sim {
 
@@ -40,6 +41,8 @@ struct RunOptions {
   std::string policy = "FGD";
   uint64_t seed = 1;
   double target_arrived = 1.3;
+  // kFirst: ties go to the first best node of a per-seed random node order.
+  sched::TieBreak tie_break = sched::TieBreak::kRandom;
   // Called every ~1% of arrivals with the fraction done (progress).
   std::function<void(double)> progress;
 };

@@ -245,7 +245,8 @@ TEST(FakeTelemetry, CountersNeverGoBackwards) {
   ASSERT_TRUE(node);
   uint64_t energy = 0, tx = 0;
   for (int i = 0; i < 30; ++i) {
-    const auto* t = find(node->telemetry(), 0);
+    const auto ts = node->telemetry();
+    const auto* t = find(ts, 0);
     ASSERT_TRUE(t->energy_mj && t->nvlink_tx_kib);
     EXPECT_GE(*t->energy_mj, energy);
     EXPECT_GE(*t->nvlink_tx_kib, tx);

@@ -212,7 +212,8 @@ TEST(Simulator, FgdProtocolIsDeterministicAndReachesTheTarget) {
   auto a = run_fgd_protocol(*nodes, *pods, o);
   auto b = run_fgd_protocol(*nodes, *pods, o);
   ASSERT_TRUE(a && b);
-  EXPECT_GE(a->final_arrived, 1.3);
+  EXPECT_LE(a->final_arrived, 1.3);
+  EXPECT_GE(a->final_arrived, 1.3 - 2.0 / 6);  // stops before the draw that would pass 130%
   EXPECT_EQ(a->arrivals, b->arrivals);
   EXPECT_EQ(a->scheduled, b->scheduled);
   EXPECT_DOUBLE_EQ(a->final_allocated, b->final_allocated);
