@@ -186,8 +186,9 @@ class BestFit : public ScorePlugin {
 
 // Fragmentation Gradient Descent: the placement (node and GPU) that grows expected fragmentation
 // least, scored int(100 * sigmoid(-dF / 1000)); within a node the first GPU with the best score.
-// FGDPack (ours) keeps FGD's score and breaks its ties towards the fuller node (BestFit's
-// leftover), before the framework's tie-break, so equally good placements pack instead of spread.
+// FGDPack (ours) scores the same fragmentation change at half the resolution (50 levels), and
+// breaks ties towards the node left with the least free GPU, before the framework's tie-break:
+// near-equal placements consolidate GPUs instead of falling to node order.
 class Fgd : public ScorePlugin {
  public:
   Fgd(const SchedulingContext& ctx, bool pack) : workload_(ctx.workload), pack_(pack) {}
@@ -208,8 +209,15 @@ class Fgd : public ScorePlugin {
     std::optional<NodeScore> best;
     for (auto& c : candidates) {
       const double delta = fragmentation_after(n, pod, c, workload_) - cached.value;
-      const double fgd = std::trunc(100.0 / (1.0 + std::exp(delta / 1000.0)));
-      const double s = pack_ ? fgd + (1.0 - leftover(pod, n)) * 1e-3 : fgd;
+      const double sigmoid = 1.0 / (1.0 + std::exp(delta / 1000.0));
+      double s = std::trunc(100.0 * sigmoid);
+      if (pack_) {
+        // Half the resolution: fragmentation changes within ~2 points count as equal, and among
+        // those the placement leaving the node the least free GPU wins (GPUs consolidate).
+        const double gpu_left =
+            (static_cast<double>(n.gpu_free_total()) - static_cast<double>(pod.gpu_request())) / kGpuNorm;
+        s = std::trunc(50.0 * sigmoid) + (1.0 - gpu_left) * 1e-3;
+      }
       if (!best || s > best->score) best = NodeScore{s, std::move(c)};
     }
     return best;
