@@ -39,16 +39,23 @@ struct Recorder {
   }
 };
 
+// The framework a run uses: the policy, the trace's target workload, the tie-break.
+Result<sched::Framework> framework_for(const std::vector<sched::Pod>& pods,
+                                       const std::vector<sched::TaskShape>& workload, const RunOptions& o) {
+  if (pods.empty()) return fail(ErrorCode::kInvalidArgument, "no pods to simulate");
+  sched::SchedulingContext ctx;
+  ctx.workload = workload;
+  ctx.tie_break = o.tie_break;
+  return sched::make_framework(o.policy, ctx);
+}
+
 }  // namespace
 
 Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
                                    const RunOptions& o) {
-  if (pods.empty()) return fail(ErrorCode::kInvalidArgument, "no pods to simulate");
   const auto t0 = std::chrono::steady_clock::now();
-  sched::SchedulingContext ctx;
-  ctx.workload = sched::target_workload(pods);
-  ctx.tie_break = o.tie_break;
-  auto fw = sched::make_framework(o.policy, ctx);
+  const auto workload = sched::target_workload(pods);
+  auto fw = framework_for(pods, workload, o);
   if (!fw) return std::unexpected(fw.error());
   std::mt19937_64 order_rng(o.seed);
   std::vector<sched::Node> shuffled_nodes = nodes;  // node order is part of the seed's experiment
@@ -64,7 +71,7 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
   RunResult r;
   r.policy = o.policy;
   r.seed = o.seed;
-  Recorder rec{r, cluster, ctx.workload};
+  Recorder rec{r, cluster, workload};
   const auto target = static_cast<int64_t>(o.target_arrived * static_cast<double>(cluster.gpu_capacity()));
   int64_t arrived = 0;
   std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
@@ -105,11 +112,9 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
 
 Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
                                   const RunOptions& o) {
-  if (pods.empty()) return fail(ErrorCode::kInvalidArgument, "no pods to simulate");
   const auto t0 = std::chrono::steady_clock::now();
-  sched::SchedulingContext ctx;
-  ctx.workload = sched::target_workload(pods);
-  auto fw = sched::make_framework(o.policy, ctx);
+  const auto workload = sched::target_workload(pods);
+  auto fw = framework_for(pods, workload, o);
   if (!fw) return std::unexpected(fw.error());
   sched::Cluster cluster(nodes);
   std::mt19937_64 rng(o.seed);
@@ -120,7 +125,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const s
   RunResult r;
   r.policy = o.policy;
   r.seed = o.seed;
-  Recorder rec{r, cluster, ctx.workload};
+  Recorder rec{r, cluster, workload};
   using Departure = std::pair<int64_t, size_t>;  // (time, pod index)
   std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
   std::map<size_t, sched::Placement> placed;
