@@ -188,10 +188,12 @@ class BestFit : public ScorePlugin {
 // least, scored int(100 * sigmoid(-dF / 1000)); within a node the first GPU with the best score.
 // FGDPack (ours) scores the same fragmentation change at half the resolution (50 levels), and
 // breaks ties towards the node left with the least free GPU, before the framework's tie-break:
-// near-equal placements consolidate GPUs instead of falling to node order.
+// near-equal placements consolidate GPUs instead of falling to node order. When multi-GPU pods
+// carry 20% or more of the target workload's GPU demand, whole idle nodes matter more than
+// consolidation and it scores exactly as FGD.
 class Fgd : public ScorePlugin {
  public:
-  Fgd(const SchedulingContext& ctx, bool pack) : workload_(ctx.workload), pack_(pack) {}
+  Fgd(const SchedulingContext& ctx, bool pack) : workload_(ctx.workload), pack_(pack && multi_gpu_share() < 0.2) {}
   const char* name() const override { return pack_ ? "FGDPack" : "FGD"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     std::vector<std::vector<int>> candidates;
@@ -224,6 +226,17 @@ class Fgd : public ScorePlugin {
   }
 
  private:
+  // Share of the target workload's GPU demand that asks for several whole GPUs.
+  double multi_gpu_share() const {
+    double all = 0, multi = 0;
+    for (const auto& m : workload_) {
+      const double demand = m.popularity * (m.num_gpu == 1 ? m.gpu_milli : static_cast<double>(m.num_gpu) * kMilli);
+      all += demand;
+      if (m.num_gpu >= 2) multi += demand;
+    }
+    return all > 0 ? multi / all : 0;
+  }
+
   std::vector<TaskShape> workload_;
   bool pack_;
   struct Cached {
@@ -303,8 +316,14 @@ Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& r
   }
   Placement p{feasible_[chosen], std::move(scores_[chosen].gpus)};
   cluster.assign(pod, p);
+  for (const auto& r : reserve_) r->reserve(pod, p, cluster);
   out.placement = std::move(p);
   return out;
+}
+
+void Framework::unreserve(const Pod& pod, const Placement& placement, Cluster& cluster) {
+  for (const auto& r : reserve_) r->unreserve(pod, placement, cluster);
+  cluster.release(pod, placement);
 }
 
 std::vector<std::unique_ptr<FilterPlugin>> default_filters() {

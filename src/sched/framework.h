@@ -44,6 +44,8 @@ class ScorePlugin {
   virtual std::optional<NodeScore> score(const Pod& pod, const Node& node, std::mt19937_64& rng) = 0;
 };
 
+// Told of every placement the framework makes (after the cluster state took it) and of every
+// placement undone (before the cluster state gives it back).
 class ReservePlugin {
  public:
   virtual ~ReservePlugin() = default;
@@ -75,12 +77,16 @@ class Framework {
             TieBreak tie_break = TieBreak::kRandom);
   // Chooses a placement for `pod` and applies it to `cluster` (Reserve); Outcome says why not.
   Outcome schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);
+  // Undoes a placement (Unreserve): the pod left, or a later stage rejected it.
+  void unreserve(const Pod& pod, const Placement& placement, Cluster& cluster);
+  void add_reserve_plugin(std::unique_ptr<ReservePlugin> plugin) { reserve_.push_back(std::move(plugin)); }
   const ScorePlugin& score_plugin() const { return *score_; }
 
  private:
   std::vector<std::unique_ptr<FilterPlugin>> filters_;
   std::unique_ptr<ScorePlugin> score_;
   TieBreak tie_break_;
+  std::vector<std::unique_ptr<ReservePlugin>> reserve_;
   std::vector<size_t> feasible_;
   std::vector<NodeScore> scores_;
 };

@@ -135,7 +135,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const s
     while (!departures.empty() && departures.top().first <= pod.creation) {
       const size_t gone = departures.top().second;
       departures.pop();
-      cluster.release(pods[gone], placed[gone]);
+      fw->unreserve(pods[gone], placed[gone], cluster);
       placed.erase(gone);
     }
     ++r.arrivals;

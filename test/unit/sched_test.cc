@@ -117,6 +117,69 @@ TEST(Policies, FgdChoosesTheGpuThatFragmentsLeast) {
   EXPECT_EQ(out.placement->gpus, std::vector<int>{1});
 }
 
+Outcome place_with(const std::string& policy, Cluster& c, const Pod& p, std::vector<TaskShape> workload) {
+  SchedulingContext ctx;
+  ctx.workload = std::move(workload);
+  ctx.tie_break = TieBreak::kFirst;
+  auto fw = make_framework(policy, ctx);
+  EXPECT_TRUE(fw);
+  std::mt19937_64 rng(1);
+  return fw->schedule(p, c, rng);
+}
+
+TEST(Policies, FgdPackConsolidatesWhereFgdTies) {
+  // A CPU-only pod changes no GPU's fragmentation: FGD ties everywhere and takes the first node;
+  // FGDPack sends it to the node with the least free GPU.
+  const std::vector<TaskShape> sharing = {shape(1, 500)};
+  Cluster a({node("idle", {1000, 1000}), node("busy", {1000, 200})});
+  EXPECT_EQ(place_with("FGD", a, pod(0, 0), sharing).placement->node, 0u);
+  Cluster b({node("idle", {1000, 1000}), node("busy", {1000, 200})});
+  EXPECT_EQ(place_with("FGDPack", b, pod(0, 0), sharing).placement->node, 1u);
+  // With multi-GPU pods carrying most of the demand it scores exactly as FGD.
+  const std::vector<TaskShape> multi = {shape(2, 1000, 1000, 0.7), shape(1, 500, 1000, 0.3)};
+  Cluster c({node("idle", {1000, 1000}), node("busy", {1000, 200})});
+  EXPECT_EQ(place_with("FGDPack", c, pod(0, 0), multi).placement->node, 0u);
+}
+
+TEST(Policies, DotProductPrefersTheLeastAlignedNode) {
+  // Free (CPU, GPU) of 'gpu-rich' aligns with a GPU-heavy pod more than 'cpu-rich' does: Tetris
+  // scores 100·(1 − dot/2), so the smaller alignment wins.
+  Cluster c({node("gpu-rich", {1000, 1000, 1000, 1000}, 8000), node("cpu-rich", {1000}, 120000)});
+  EXPECT_EQ(place("DotProduct", c, pod(1, 1000, 4000)).placement->node, 1u);
+}
+
+class Recorder : public ReservePlugin {
+ public:
+  explicit Recorder(std::vector<std::string>* log) : log_(log) {}
+  void reserve(const Pod& p, const Placement& pl, const Cluster& c) override {
+    log_->push_back("reserve " + p.name + " on " + c.node(pl.node).name);
+  }
+  void unreserve(const Pod& p, const Placement& pl, const Cluster& c) override {
+    log_->push_back("unreserve " + p.name + " on " + c.node(pl.node).name);
+  }
+
+ private:
+  std::vector<std::string>* log_;
+};
+
+TEST(Framework, ReserveAndUnreserve) {
+  std::vector<std::string> log;
+  auto fw = make_framework("BestFit", {});
+  ASSERT_TRUE(fw);
+  fw->add_reserve_plugin(std::make_unique<Recorder>(&log));
+  Cluster c({node("a", {1000})});
+  std::mt19937_64 rng(1);
+  Pod p = pod(1, 600);
+  p.name = "nb";
+  auto out = fw->schedule(p, c, rng);
+  ASSERT_TRUE(out.placement);
+  EXPECT_EQ(c.node(0).gpu_free[0], 400);
+  fw->unreserve(p, *out.placement, c);
+  EXPECT_EQ(c.node(0).gpu_free[0], 1000);
+  EXPECT_EQ(c.gpu_allocated(), 0);
+  EXPECT_EQ(log, (std::vector<std::string>{"reserve nb on a", "unreserve nb on a"}));
+}
+
 TEST(Policies, RandomIsDeterministicForASeed) {
   std::vector<size_t> first, second;
   for (int run = 0; run < 2; ++run) {
