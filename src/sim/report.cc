@@ -71,10 +71,11 @@ std::string table(const std::vector<PolicySummary>& s) {
 }
 
 std::string csv(const std::vector<RunResult>& runs) {
-  std::string out = "policy,seed,arrivals,scheduled,arrived_pct,allocated_pct,frag_pct_at_90,seconds\n";
+  std::string out = "policy,seed,arrivals,scheduled,arrived_pct,allocated_pct,peak_allocated_pct,frag_pct_at_90,seconds\n";
   for (const auto& r : runs) {
-    out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{:.3f}\n", r.policy, r.seed, r.arrivals, r.scheduled,
-                       100 * r.final_arrived, 100 * r.final_allocated, 100 * r.frag_ratio_at_90, r.seconds);
+    out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f}\n", r.policy, r.seed, r.arrivals, r.scheduled,
+                       100 * r.final_arrived, 100 * r.final_allocated, 100 * r.peak_allocated,
+                       100 * r.frag_ratio_at_90, r.seconds);
   }
   return out;
 }
@@ -97,6 +98,7 @@ std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResul
                          {"arrivals", r.arrivals},
                          {"scheduled", r.scheduled},
                          {"allocatedPct", 100 * r.final_allocated},
+                         {"peakAllocatedPct", 100 * r.peak_allocated},
                          {"fragmentationPctAt90", 100 * r.frag_ratio_at_90},
                          {"unscheduledByShape", r.unscheduled_by_shape},
                          {"unscheduledByReason", r.unscheduled_by_reason}});

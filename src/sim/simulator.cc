@@ -36,6 +36,7 @@ struct Recorder {
     }
     r.final_arrived = arrived;
     r.final_allocated = c.gpu_allocated() / cap;
+    r.peak_allocated = std::max(r.peak_allocated, r.final_allocated);
   }
 };
 

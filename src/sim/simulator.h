@@ -30,6 +30,7 @@ struct RunResult {
   size_t arrivals = 0;
   size_t scheduled = 0;
   double final_arrived = 0, final_allocated = 0;
+  double peak_allocated = 0;  // highest allocation ratio seen (the time-driven mode's headline)
   double frag_ratio_at_90 = -1;                     // fragmented / idle GPU milli when arrivals crossed 90%
   std::vector<CurvePoint> curve;                    // one point per whole percent of arrived
   std::map<std::string, int> unscheduled_by_shape;  // "1x0.46 GPU", "2 GPU", "CPU only"

@@ -299,6 +299,8 @@ TEST(Simulator, TimeDrivenFreesCapacity) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->scheduled, 2u);  // b finds the GPU taken; c arrives when a has left
   EXPECT_EQ(r->unscheduled_by_shape["1 GPU"], 1);
+  EXPECT_DOUBLE_EQ(r->peak_allocated, 1.0);
+  EXPECT_DOUBLE_EQ(r->final_allocated, 1.0);  // c still runs at the end
 }
 
 }  // namespace
