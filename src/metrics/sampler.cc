@@ -63,8 +63,9 @@ bool Sampler::is_gpu_resource(const std::string& r) const {
 void Sampler::on_event(const gpu::Event& e) {
   if (e.kind != gpu::EventKind::kXid || !e.gpu_index) return;
   std::lock_guard lock(mu_);
-  last_xid_[*e.gpu_index] = e.xid;
-  ++xid_counts_[{*e.gpu_index, e.xid}];
+  const std::string uuid = e.uuid.empty() ? fmt::format("index-{}", *e.gpu_index) : e.uuid;
+  last_xid_[uuid] = e.xid;
+  ++xid_counts_[{uuid, e.xid}];
 }
 
 void Sampler::sample_now() {
@@ -92,7 +93,9 @@ void Sampler::sample_now() {
     std::lock_guard lock(mu_);
     const bool fresh = pod_resources_up_ || std::chrono::steady_clock::now() - down_since_ < opt_.pod_resources_grace;
     if (fresh) devices = devices_;
-    f.xid_counts = xid_counts_;
+    for (const auto& [key, n] : xid_counts_) {
+      if (auto it = gpu_by_uuid_.find(key.first); it != gpu_by_uuid_.end()) f.xid_counts[{it->second, key.second}] = n;
+    }
     f.stats.pod_resources_up = pod_resources_up_;
     f.stats.pod_resources_errors = pod_resources_errors_;
   }
@@ -153,7 +156,7 @@ void Sampler::sample_now() {
       }
       {
         std::lock_guard lock(mu_);
-        if (auto x = last_xid_.find(t.gpu_index); x != last_xid_.end()) ds.history.last_xid = x->second;
+        if (auto x = last_xid_.find(it->second.uuid); x != last_xid_.end()) ds.history.last_xid = x->second;
       }
       if (t.nvlink_tx_kib && t.nvlink_rx_kib) {
         const uint64_t total = *t.nvlink_tx_kib + *t.nvlink_rx_kib;

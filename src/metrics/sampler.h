@@ -98,8 +98,9 @@ class Sampler {
 
   // Shared with the event and poll threads.
   mutable std::mutex mu_;
-  std::map<unsigned, uint64_t> last_xid_;
-  std::map<std::pair<unsigned, uint64_t>, uint64_t> xid_counts_;
+  // XID state by GPU UUID, so it stays with its GPU if indices change.
+  std::map<std::string, uint64_t> last_xid_;
+  std::map<std::pair<std::string, uint64_t>, uint64_t> xid_counts_;
   std::vector<kubelet::ContainerDevice> devices_;
   std::chrono::steady_clock::time_point down_since_{};  // when List started failing
   bool pod_resources_up_ = false;
