@@ -130,6 +130,12 @@ struct SimOptions {
 };
 
 int cmd_sim(const SimOptions& o) {
+  for (const auto& p : o.policies) {
+    if (!sched::policy_registry().contains(p)) {
+      auto fw = sched::make_framework(p, {});  // for its message listing the known policies
+      return report(fw.error());
+    }
+  }
   auto nodes = sim::load_nodes(o.nodes);
   if (!nodes) return report(nodes.error());
   auto pods = sim::load_pods(o.pods);
@@ -252,7 +258,8 @@ int run(int argc, char** argv) {
   sim_cmd->add_option("--mode", so.mode, "fgd (arrivals only, to --target of capacity) or time (creation/deletion)")
       ->check(CLI::IsMember({"fgd", "time"}))
       ->capture_default_str();
-  sim_cmd->add_option("--target", so.target, "Arrived GPU demand to stop at, as a fraction of capacity")
+  sim_cmd->add_option("--target", so.target,
+                      "Arrived GPU demand to stop at, as a fraction of capacity (fgd mode; time mode runs the trace)")
       ->check(CLI::Range(0.01, 10.0))
       ->capture_default_str();
   sim_cmd->add_option("--output", so.output, "table, csv or json")

@@ -1,9 +1,19 @@
 #include "sched/cluster.h"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 
 namespace kgpu::sched {
+
+namespace {
+// Never repeats, so a cache keyed on (node address, version) cannot mistake another cluster's
+// node, or a restored snapshot, for the state it cached.
+uint64_t next_version() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
+}  // namespace
 
 bool Toleration::tolerates(const Taint& t) const {
   if (!effect.empty() && effect != t.effect) return false;
@@ -20,6 +30,7 @@ int Node::max_gpu_free() const { return gpu_free.empty() ? 0 : *std::max_element
 
 Cluster::Cluster(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
   for (auto& n : nodes_) {
+    n.version = next_version();
     gpu_capacity_ += static_cast<int64_t>(n.gpus()) * kMilli;
     gpu_allocated_ += static_cast<int64_t>(n.gpus()) * kMilli - n.gpu_free_total();
   }
@@ -32,7 +43,7 @@ void Cluster::assign(const Pod& pod, const Placement& p) {
   for (int g : p.gpus) n.gpu_free[g] -= pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
   gpu_allocated_ += pod.gpu_request();
   ++n.pods;
-  ++n.version;
+  n.version = next_version();
   if (pod.num_gpu > 0) ++n.gpu_pods_by_tag[pod.gpu_tag()];
 }
 
@@ -43,7 +54,7 @@ void Cluster::release(const Pod& pod, const Placement& p) {
   for (int g : p.gpus) n.gpu_free[g] += pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
   gpu_allocated_ -= pod.gpu_request();
   --n.pods;
-  ++n.version;
+  n.version = next_version();
   if (pod.num_gpu > 0 && --n.gpu_pods_by_tag[pod.gpu_tag()] == 0) n.gpu_pods_by_tag.erase(pod.gpu_tag());
 }
 

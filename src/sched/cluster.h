@@ -35,7 +35,7 @@ struct Node {
   int64_t cpu_free = 0, memory_free = 0;
   std::map<std::string, int> gpu_pods_by_tag;  // "share-gpu", "1-gpu", "2-gpu"... -> GPU pods here
   int pods = 0;
-  uint64_t version = 0;  // bumped by every change (caches keyed on it)
+  uint64_t version = 0;  // process-wide unique per state: changes with every change (caches keyed on it)
 
   int gpus() const { return static_cast<int>(gpu_free.size()); }
   int64_t gpu_free_total() const;

@@ -159,8 +159,7 @@ class GpuPacking : public ScorePlugin {
     const int free_gpus = n.full_free_gpus();
     if (free_gpus == n.gpus()) return NodeScore{double(std::max(33 - free_gpus, free_gpus)), std::move(*gpus)};
     if (pod.sharing() && n.gpu_free[(*gpus)[0]] < kMilli) {
-      int64_t free_pct = 0;
-      for (int f : n.gpu_free) free_pct += f * 100 / kMilli;
+      const int64_t free_pct = n.gpu_free[(*gpus)[0]] * 100 / kMilli;  // of the GPU it lands on
       return NodeScore{double(std::max<int64_t>(100 - free_pct / 10, 50)), std::move(*gpus)};
     }
     const int taken = pod.sharing() ? 1 : pod.num_gpu;  // fully free GPUs this pod uses
@@ -250,11 +249,11 @@ class Fgd : public ScorePlugin {
 }  // namespace
 
 std::string Outcome::message() const {
-  int feasible = placement ? 1 : 0;
+  const size_t available = placement ? feasible : 0;
   std::vector<std::pair<int, std::string>> sorted;
   for (const auto& [r, n] : reasons) sorted.emplace_back(n, r);
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::string out = fmt::format("{}/{} nodes are available", feasible, nodes);
+  std::string out = fmt::format("{}/{} nodes are available", available, nodes);
   for (size_t i = 0; i < sorted.size(); ++i) {
     out += fmt::format("{} {} {}", i == 0 ? ":" : ",", sorted[i].first, sorted[i].second);
   }
@@ -281,6 +280,7 @@ Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& r
     }
     if (ok) feasible_.push_back(i);
   }
+  out.feasible = feasible_.size();
   if (feasible_.empty()) return out;
   score_->prepare(pod, cluster);
   scores_.assign(feasible_.size(), NodeScore{});

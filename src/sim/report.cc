@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -47,6 +48,7 @@ std::vector<PolicySummary> summarize(const std::vector<RunResult>& runs) {
     s.runs = static_cast<int>(by[p].size());
     std::tie(s.alloc_mean, s.alloc_std) = mean_std(alloc);
     std::tie(s.frag90_mean, s.frag90_std) = mean_std(frag);
+    s.frag90_runs = static_cast<int>(frag.size());
     s.unscheduled_mean = mean_std(unsched).first;
     s.seconds_mean = mean_std(secs).first;
     for (size_t i = 0; i < points; ++i) {
@@ -64,8 +66,10 @@ std::string table(const std::vector<PolicySummary>& s) {
   std::string out = fmt::format("{:<16}{:>6}{:>22}{:>22}{:>14}{:>10}\n", "POLICY", "RUNS", "GPU ALLOC % (end)",
                                 "FRAG % (90% arrived)", "UNSCHEDULED", "SECONDS");
   for (const auto& p : s) {
-    out += fmt::format("{:<16}{:>6}{:>15.2f} ± {:<4.2f}{:>15.1f} ± {:<4.1f}{:>14.0f}{:>10.2f}\n", p.policy, p.runs,
-                       p.alloc_mean, p.alloc_std, p.frag90_mean, p.frag90_std, p.unscheduled_mean, p.seconds_mean);
+    const std::string frag = p.frag90_runs > 0 ? fmt::format("{:>15.1f} ± {:<4.1f}", p.frag90_mean, p.frag90_std)
+                                               : fmt::format("{:>22}", "n/a");
+    out += fmt::format("{:<16}{:>6}{:>15.2f} ± {:<4.2f}{}{:>14.0f}{:>10.2f}\n", p.policy, p.runs, p.alloc_mean,
+                       p.alloc_std, frag, p.unscheduled_mean, p.seconds_mean);
   }
   return out;
 }
@@ -73,9 +77,10 @@ std::string table(const std::vector<PolicySummary>& s) {
 std::string csv(const std::vector<RunResult>& runs) {
   std::string out = "policy,seed,arrivals,scheduled,arrived_pct,allocated_pct,peak_allocated_pct,frag_pct_at_90,seconds\n";
   for (const auto& r : runs) {
-    out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f}\n", r.policy, r.seed, r.arrivals, r.scheduled,
+    out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{},{:.3f}\n", r.policy, r.seed, r.arrivals, r.scheduled,
                        100 * r.final_arrived, 100 * r.final_allocated, 100 * r.peak_allocated,
-                       100 * r.frag_ratio_at_90, r.seconds);
+                       r.frag_ratio_at_90 >= 0 ? fmt::format("{:.4f}", 100 * r.frag_ratio_at_90) : "",
+                       r.seconds);
   }
   return out;
 }
@@ -87,8 +92,8 @@ std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResul
                              {"runs", p.runs},
                              {"allocatedPctMean", p.alloc_mean},
                              {"allocatedPctStd", p.alloc_std},
-                             {"fragmentationPctAt90Mean", p.frag90_mean},
-                             {"fragmentationPctAt90Std", p.frag90_std},
+                             {"fragmentationPctAt90Mean", p.frag90_runs ? nlohmann::json(p.frag90_mean) : nlohmann::json()},
+                             {"fragmentationPctAt90Std", p.frag90_runs ? nlohmann::json(p.frag90_std) : nlohmann::json()},
                              {"unscheduledMean", p.unscheduled_mean},
                              {"secondsMean", p.seconds_mean}});
   }
@@ -99,7 +104,8 @@ std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResul
                          {"scheduled", r.scheduled},
                          {"allocatedPct", 100 * r.final_allocated},
                          {"peakAllocatedPct", 100 * r.peak_allocated},
-                         {"fragmentationPctAt90", 100 * r.frag_ratio_at_90},
+                         {"fragmentationPctAt90",
+                          r.frag_ratio_at_90 >= 0 ? nlohmann::json(100 * r.frag_ratio_at_90) : nlohmann::json()},
                          {"unscheduledByShape", r.unscheduled_by_shape},
                          {"unscheduledByReason", r.unscheduled_by_reason}});
   }
@@ -109,7 +115,25 @@ std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResul
 std::string svg(const std::vector<PolicySummary>& s, const std::string& title) {
   const double w = 720, h = 480, left = 60, right = 170, top = 40, bottom = 50;
   const double pw = w - left - right, ph = h - top - bottom;
-  const double xmax = 130, ymin = 0, ymax = 100;
+  double xmax = 130;  // percent arrived; wider when a run went further
+  for (const auto& p : s) {
+    if (!p.mean_curve.empty()) xmax = std::max(xmax, std::ceil(100 * p.mean_curve.back().arrived / 10) * 10);
+  }
+  const double ymin = 0, ymax = 100;
+  std::string safe_title;
+  for (char ch : title) {
+    if (ch == '&') {
+      safe_title += "&amp;";
+    } else if (ch == '<') {
+      safe_title += "&lt;";
+    } else if (ch == '>') {
+      safe_title += "&gt;";
+    } else if (ch == '"') {
+      safe_title += "&quot;";
+    } else {
+      safe_title += ch;
+    }
+  }
   auto X = [&](double v) { return left + pw * v / xmax; };
   auto Y = [&](double v) { return top + ph * (1 - (v - ymin) / (ymax - ymin)); };
   const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -118,8 +142,9 @@ std::string svg(const std::vector<PolicySummary>& s, const std::string& title) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n",
-      w, h, left, title);
-  for (int t = 0; t <= 130; t += 10) {
+      w, h, left, safe_title);
+  const int step = std::max(10, static_cast<int>(std::ceil(xmax / 13 / 10)) * 10);
+  for (int t = 0; t <= static_cast<int>(xmax); t += step) {
     out += fmt::format(
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#ddd\"/><text x=\"{0}\" y=\"{3}\" "
         "text-anchor=\"middle\">{4}</text>\n",

@@ -13,7 +13,8 @@ struct PolicySummary {
   std::string policy;
   int runs = 0;
   double alloc_mean = 0, alloc_std = 0;    // percent at the end (130% arrived)
-  double frag90_mean = 0, frag90_std = 0;  // percent
+  double frag90_mean = 0, frag90_std = 0;  // percent, over the runs that reached 90% arrived
+  int frag90_runs = 0;
   double unscheduled_mean = 0;
   double seconds_mean = 0;
   std::vector<CurvePoint> mean_curve;

@@ -27,6 +27,7 @@ struct Recorder {
 
   void after_arrival(int64_t arrived_milli) {
     const double cap = static_cast<double>(c.gpu_capacity());
+    if (cap <= 0) return;
     const double arrived = arrived_milli / cap;
     if (r.frag_ratio_at_90 < 0 && arrived >= 0.9)
       r.frag_ratio_at_90 = sched::cluster_fragmentation(c, workload).ratio();
@@ -39,6 +40,27 @@ struct Recorder {
     r.peak_allocated = std::max(r.peak_allocated, r.final_allocated);
   }
 };
+
+// Counts an unscheduled pod under its shape and the reason most nodes gave.
+void count_unscheduled(RunResult& r, const sched::Pod& pod, const sched::Outcome& out) {
+  ++r.unscheduled_by_shape[shape_name(pod)];
+  std::string reason = "no node";
+  int most = -1;
+  for (const auto& [why, n] : out.reasons) {
+    if (n > most) {
+      most = n;
+      reason = why;
+    }
+  }
+  ++r.unscheduled_by_reason[reason];
+}
+
+// The nodes in a per-seed order (ties under TieBreak::kFirst go to the first in it).
+std::vector<sched::Node> seeded_order(const std::vector<sched::Node>& nodes, std::mt19937_64& rng) {
+  std::vector<sched::Node> out = nodes;
+  std::shuffle(out.begin(), out.end(), rng);
+  return out;
+}
 
 // The framework a run uses: the policy, the trace's target workload, the tie-break.
 Result<sched::Framework> framework_for(const std::vector<sched::Pod>& pods,
@@ -59,11 +81,11 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
   auto fw = framework_for(pods, workload, o);
   if (!fw) return std::unexpected(fw.error());
   std::mt19937_64 order_rng(o.seed);
-  std::vector<sched::Node> shuffled_nodes = nodes;  // node order is part of the seed's experiment
-  std::shuffle(shuffled_nodes.begin(), shuffled_nodes.end(), order_rng);
-  sched::Cluster cluster(std::move(shuffled_nodes));
+  sched::Cluster cluster(seeded_order(nodes, order_rng));
   if (cluster.gpu_capacity() == 0) return fail(ErrorCode::kInvalidArgument, "the cluster has no GPUs");
-
+  int64_t trace_demand = 0;
+  for (const auto& p : pods) trace_demand += p.gpu_request();
+  if (trace_demand == 0) return fail(ErrorCode::kInvalidArgument, "the pods ask for no GPUs: nothing to fill to a target");
   std::mt19937_64 sched_rng(o.seed * 0x9e3779b97f4a7c15ULL + 1);
   std::vector<size_t> order(pods.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -77,28 +99,18 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
   int64_t arrived = 0;
   std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
   double last_progress = 0;
-  // The shuffled trace, then pods drawn from it with replacement until the next one would pass
-  // the target (the draw that would is not added).
+  // The shuffled trace, then pods drawn from it with replacement, until the next one would pass
+  // the target (that one is not added).
   for (size_t k = 0;; ++k) {
     const sched::Pod& pod = pods[k < order.size() ? order[k] : order[pick(order_rng)]];
-    if (k >= order.size() && arrived + pod.gpu_request() > target) break;
-    if (k >= order.size() && arrived >= target) break;
+    if (arrived + pod.gpu_request() > target) break;
     ++r.arrivals;
     arrived += pod.gpu_request();
     auto out = fw->schedule(pod, cluster, sched_rng);
     if (out.placement) {
       ++r.scheduled;
     } else {
-      ++r.unscheduled_by_shape[shape_name(pod)];
-      std::string reason = "no node";
-      int most = -1;
-      for (const auto& [why, n] : out.reasons) {
-        if (n > most) {
-          most = n;
-          reason = why;
-        }
-      }
-      ++r.unscheduled_by_reason[reason];
+      count_unscheduled(r, pod, out);
     }
     rec.after_arrival(arrived);
     const double done = static_cast<double>(arrived) / static_cast<double>(target);
@@ -117,8 +129,9 @@ Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const s
   const auto workload = sched::target_workload(pods);
   auto fw = framework_for(pods, workload, o);
   if (!fw) return std::unexpected(fw.error());
-  sched::Cluster cluster(nodes);
   std::mt19937_64 rng(o.seed);
+  sched::Cluster cluster(seeded_order(nodes, rng));
+  if (cluster.gpu_capacity() == 0) return fail(ErrorCode::kInvalidArgument, "the cluster has no GPUs");
   std::vector<size_t> order(pods.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pods[a].creation < pods[b].creation; });
@@ -147,7 +160,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const s
       placed[idx] = *out.placement;
       if (pod.deletion) departures.emplace(*pod.deletion, idx);
     } else {
-      ++r.unscheduled_by_shape[shape_name(pod)];
+      count_unscheduled(r, pod, out);
     }
     rec.after_arrival(arrived);
   }

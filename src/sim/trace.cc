@@ -1,6 +1,8 @@
 #include "sim/trace.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -8,18 +10,25 @@ namespace kgpu::sim {
 
 namespace {
 
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// The trace's CSV: plain comma-separated cells, no quoting; cells are trimmed.
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> out;
   std::string cur;
   for (char c : line) {
     if (c == ',') {
-      out.push_back(cur);
+      out.push_back(trim(cur));
       cur.clear();
     } else if (c != '\r') {
       cur += c;
     }
   }
-  out.push_back(cur);
+  out.push_back(trim(cur));
   return out;
 }
 
@@ -30,12 +39,15 @@ struct Table {
 
 Result<Table> read_table(const std::string& text, const std::string& source, const std::vector<std::string>& required) {
   Table t;
-  std::istringstream in(text);
+  std::istringstream in(text.starts_with("\xEF\xBB\xBF") ? text.substr(3) : text);  // a UTF-8 BOM
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
     if (line.empty() || line == "\r") continue;
+    if (line.find('"') != std::string::npos) {
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: quoted fields are not supported in trace CSVs", source, number);
+    }
     if (t.header.empty()) {
       t.header = split(line);
       for (const auto& r : required) {
@@ -151,13 +163,20 @@ Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::s
       return fail(ErrorCode::kInvalidArgument, "{}:{}: {} GPUs must be whole (gpu_milli 1000), got {}", source, line,
                   p.num_gpu, p.gpu_milli);
     }
-    if (r.has("gpu_spec") && !r.str("gpu_spec").empty()) {
-      std::string spec = r.str("gpu_spec");
+    // Allowed GPU models ("V100M16|V100M32"); meaningless for CPU-only pods, so ignored there.
+    if (r.has("gpu_spec") && !r.str("gpu_spec").empty() && p.num_gpu > 0) {
+      const std::string& spec = r.str("gpu_spec");
       for (size_t start = 0;;) {
         const auto bar = spec.find('|', start);
-        p.gpu_models.push_back(spec.substr(start, bar - start));
+        if (auto model = trim(spec.substr(start, bar == std::string::npos ? std::string::npos : bar - start));
+            !model.empty()) {
+          p.gpu_models.push_back(std::move(model));
+        }
         if (bar == std::string::npos) break;
         start = bar + 1;
+      }
+      if (p.gpu_models.empty()) {
+        return fail(ErrorCode::kInvalidArgument, "{}:{}: gpu_spec '{}' names no GPU model", source, line, spec);
       }
     }
     if (r.has("creation_time")) {

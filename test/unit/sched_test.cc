@@ -305,3 +305,46 @@ TEST(Simulator, TimeDrivenFreesCapacity) {
 
 }  // namespace
 }  // namespace kgpu::sim
+
+namespace kgpu::sim {
+namespace {
+
+TEST(Trace, BomTrimmedCellsAndSpecs) {
+  auto nodes = parse_nodes("\xEF\xBB\xBFsn,cpu_milli,memory_mib,gpu,model\nn0, 32000 ,131072,2,T4\n", "bom.csv");
+  ASSERT_TRUE(nodes) << nodes.error().message;
+  EXPECT_EQ((*nodes)[0].cpu_milli, 32000);
+  auto pods = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\na,1,1,1,500,V100M16 | T4|\nb,1,1,0,0,T4\n",
+                         "pods.csv");
+  ASSERT_TRUE(pods) << pods.error().message;
+  EXPECT_EQ((*pods)[0].gpu_models, (std::vector<std::string>{"V100M16", "T4"}));
+  EXPECT_TRUE((*pods)[1].gpu_models.empty());  // a CPU-only pod's model list means nothing
+  auto empty_spec = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\na,1,1,1,500,|\n", "p.csv");
+  ASSERT_FALSE(empty_spec);
+  EXPECT_EQ(empty_spec.error().message, "p.csv:2: gpu_spec '|' names no GPU model");
+  auto quoted = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n\"a,b\",1,1,0,0\n", "q.csv");
+  ASSERT_FALSE(quoted);
+  EXPECT_EQ(quoted.error().message, "q.csv:2: quoted fields are not supported in trace CSVs");
+}
+
+TEST(Simulator, DegenerateInputsFailInsteadOfLooping) {
+  auto cpu_nodes = parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nc0,32000,131072,0,\n", "n");
+  auto gpu_nodes = parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,1,T4\n", "n");
+  auto gpu_pods = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1,1,1,500\n", "p");
+  auto cpu_pods = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1,1,0,0\n", "p");
+  ASSERT_TRUE(cpu_nodes && gpu_nodes && gpu_pods && cpu_pods);
+  RunOptions o;
+  o.policy = "BestFit";
+  EXPECT_FALSE(run_time_driven(*cpu_nodes, *gpu_pods, o));
+  EXPECT_FALSE(run_fgd_protocol(*cpu_nodes, *gpu_pods, o));
+  auto none = run_fgd_protocol(*gpu_nodes, *cpu_pods, o);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("no GPUs"), std::string::npos);
+  // A target below the trace's own demand stops early.
+  o.target_arrived = 0.4;
+  auto small = run_fgd_protocol(*gpu_nodes, *gpu_pods, o);
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->arrivals, 0u);
+}
+
+}  // namespace
+}  // namespace kgpu::sim
