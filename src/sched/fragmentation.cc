@@ -36,52 +36,73 @@ std::vector<TaskShape> target_workload(const std::vector<Pod>& pods, double cove
 
 namespace {
 
-// Per-node aggregates that decide whether a shape fits, so a shape's fragmentation is O(GPUs).
-bool fits(const Node& n, const TaskShape& m, int64_t cpu_free, int64_t mem_free, const std::vector<int>& free) {
-  if (m.num_gpu == 0) return false;                                     // CPU-only tasks never use idle GPU capacity
-  if (cpu_free < m.cpu_milli || mem_free < m.memory_mib) return false;  // memory_mib is 0 for trace shapes
-  if (!model_allowed(m.gpu_models, n.gpu_model)) return false;
-  if (m.num_gpu == 1 && m.gpu_milli < kMilli) {
-    return std::any_of(free.begin(), free.end(), [&](int f) { return f >= m.gpu_milli; });
+// A node state's aggregates, computed once so that each shape's fit is O(1).
+struct State {
+  int64_t cpu_free, mem_free;
+  const std::vector<int>& free;
+  int64_t idle = 0;
+  int max_free = 0;
+  int full = 0;
+  State(int64_t cpu, int64_t mem, const std::vector<int>& f) : cpu_free(cpu), mem_free(mem), free(f) {
+    for (int x : f) {
+      idle += x;
+      max_free = std::max(max_free, x);
+      full += x == kMilli ? 1 : 0;
+    }
   }
-  return std::count(free.begin(), free.end(), kMilli) >= m.num_gpu;
+};
+
+bool fits(const TaskShape& m, bool model_ok, const State& s) {
+  if (m.num_gpu == 0) return false;  // CPU-only tasks never use idle GPU capacity
+  if (s.cpu_free < m.cpu_milli || s.mem_free < m.memory_mib) return false;  // memory_mib is 0 for trace shapes
+  if (!model_ok) return false;
+  if (m.num_gpu == 1 && m.gpu_milli < kMilli) return s.max_free >= m.gpu_milli;
+  return s.full >= m.num_gpu;
 }
 
-double frag_of(const Node& n, const TaskShape& m, int64_t cpu_free, int64_t mem_free, const std::vector<int>& free) {
-  double sum = 0;
-  if (!fits(n, m, cpu_free, mem_free, free)) {
-    for (int f : free) sum += f;
-    return sum;
-  }
+double frag_of(const TaskShape& m, bool model_ok, const State& s) {
+  if (!fits(m, model_ok, s)) return static_cast<double>(s.idle);
   const int need = m.num_gpu == 1 ? m.gpu_milli : kMilli;
-  for (int f : free) {
+  double sum = 0;
+  for (int f : s.free) {
     if (f < need) sum += f;
   }
   return sum;
 }
 
-double node_frag(const Node& n, const std::vector<TaskShape>& w, int64_t cpu_free, int64_t mem_free,
-                 const std::vector<int>& free) {
+// `allowed[i]`: shape i may use this node's GPU model (checked here when null).
+double node_frag(const Node& n, const std::vector<TaskShape>& w, const State& s, const std::vector<char>* allowed) {
   double f = 0;
-  for (const auto& m : w) f += m.popularity * frag_of(n, m, cpu_free, mem_free, free);
+  for (size_t i = 0; i < w.size(); ++i) {
+    const bool ok = allowed != nullptr ? (*allowed)[i] != 0 : model_allowed(w[i].gpu_models, n.gpu_model);
+    f += w[i].popularity * frag_of(w[i], ok, s);
+  }
   return f;
 }
 
 }  // namespace
 
 double fragmentation(const Node& node, const TaskShape& m) {
-  return frag_of(node, m, node.cpu_free, node.memory_free, node.gpu_free);
+  return frag_of(m, model_allowed(m.gpu_models, node.gpu_model), State(node.cpu_free, node.memory_free, node.gpu_free));
 }
 
-double fragmentation(const Node& node, const std::vector<TaskShape>& workload) {
-  return node_frag(node, workload, node.cpu_free, node.memory_free, node.gpu_free);
+double fragmentation(const Node& node, const std::vector<TaskShape>& workload, const std::vector<char>* allowed) {
+  return node_frag(node, workload, State(node.cpu_free, node.memory_free, node.gpu_free), allowed);
+}
+
+std::vector<char> allowed_shapes(const std::vector<TaskShape>& workload, const std::string& model) {
+  std::vector<char> out;
+  out.reserve(workload.size());
+  for (const auto& m : workload) out.push_back(model_allowed(m.gpu_models, model) ? 1 : 0);
+  return out;
 }
 
 double fragmentation_after(const Node& node, const Pod& pod, const std::vector<int>& gpus,
-                           const std::vector<TaskShape>& workload) {
+                           const std::vector<TaskShape>& workload, const std::vector<char>* allowed) {
   std::vector<int> after = node.gpu_free;
   for (int g : gpus) after[g] -= pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
-  return node_frag(node, workload, node.cpu_free - pod.cpu_milli, node.memory_free - pod.memory_mib, after);
+  return node_frag(node, workload, State(node.cpu_free - pod.cpu_milli, node.memory_free - pod.memory_mib, after),
+                   allowed);
 }
 
 double fragmentation_delta(const Node& node, const Pod& pod, const std::vector<int>& gpus,

@@ -205,11 +205,15 @@ class Fgd : public ScorePlugin {
     } else if (auto gpus = default_gpus(pod, n)) {
       candidates.push_back(std::move(*gpus));
     }
+    auto mask = masks_.find(n.gpu_model);
+    if (mask == masks_.end()) mask = masks_.emplace(n.gpu_model, allowed_shapes(workload_, n.gpu_model)).first;
     auto& cached = before_[&n];  // F_n now, until the node changes
-    if (!cached.valid || cached.version != n.version) cached = {true, n.version, fragmentation(n, workload_)};
+    if (!cached.valid || cached.version != n.version) {
+      cached = {true, n.version, fragmentation(n, workload_, &mask->second)};
+    }
     std::optional<NodeScore> best;
     for (auto& c : candidates) {
-      const double delta = fragmentation_after(n, pod, c, workload_) - cached.value;
+      const double delta = fragmentation_after(n, pod, c, workload_, &mask->second) - cached.value;
       const double sigmoid = 1.0 / (1.0 + std::exp(delta / 1000.0));
       double s = std::trunc(100.0 * sigmoid);
       if (pack_) {
@@ -244,6 +248,7 @@ class Fgd : public ScorePlugin {
     double value = 0;
   };
   std::unordered_map<const Node*, Cached> before_;
+  std::unordered_map<std::string, std::vector<char>> masks_;  // GPU model -> shapes allowed on it
 };
 
 }  // namespace

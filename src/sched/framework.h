@@ -56,7 +56,7 @@ class ReservePlugin {
 struct Outcome {
   std::optional<Placement> placement;
   size_t nodes = 0;
-  size_t feasible = 0;  // nodes that passed every filter
+  size_t feasible = 0;                 // nodes that passed every filter
   std::map<std::string, int> reasons;  // why nodes were filtered out, by reason
   // "0/1213 nodes are available: 900 insufficient GPU share, 313 GPU model mismatch."
   std::string message() const;
