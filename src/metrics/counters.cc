@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace kgpu::metrics {
 
 namespace {
@@ -20,13 +22,6 @@ std::optional<Value> as_int(const std::optional<T>& v) {
 std::optional<Value> as_real(const std::optional<double>& v, double scale = 1.0) {
   if (!v) return std::nullopt;
   return Value::real(*v * scale);
-}
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
 }
 
 // The 26 enabled lines of dcgm-exporter's default-counters.csv.

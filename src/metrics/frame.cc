@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
+
 namespace kgpu::metrics {
 
 namespace {
@@ -27,17 +29,7 @@ void pod_labels(std::string& out, const PodRef& p) {
 
 // HELP text escapes backslash and newline in the text format.
 void header(std::string& out, const char* name, const std::string& help, const char* type) {
-  std::string h;
-  for (char c : help) {
-    if (c == '\\') {
-      h += "\\\\";
-    } else if (c == '\n') {
-      h += "\\n";
-    } else {
-      h += c;
-    }
-  }
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, h, name, type);
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, escape(help, {{'\\', "\\\\"}, {'\n', "\\n"}}), name, type);
 }
 
 // Clock event reason bits (nvmlClocksEventReasons) worth alerting on.
@@ -55,22 +47,7 @@ constexpr Reason kThrottleReasons[] = {
 
 }  // namespace
 
-std::string escape_label(const std::string& v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string escape_label(const std::string& v) { return escape(v, {{'\\', "\\\\"}, {'"', "\\\""}, {'\n', "\\n"}}); }
 
 std::string render(const std::vector<Counter>& counters, const Frame& f) {
   std::string out;

@@ -7,6 +7,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
+
 namespace kgpu::sim {
 
 namespace {
@@ -75,12 +77,12 @@ std::string table(const std::vector<PolicySummary>& s) {
 }
 
 std::string csv(const std::vector<RunResult>& runs) {
-  std::string out = "policy,seed,arrivals,scheduled,arrived_pct,allocated_pct,peak_allocated_pct,frag_pct_at_90,seconds\n";
+  std::string out =
+      "policy,seed,arrivals,scheduled,arrived_pct,allocated_pct,peak_allocated_pct,frag_pct_at_90,seconds\n";
   for (const auto& r : runs) {
     out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{},{:.3f}\n", r.policy, r.seed, r.arrivals, r.scheduled,
                        100 * r.final_arrived, 100 * r.final_allocated, 100 * r.peak_allocated,
-                       r.frag_ratio_at_90 >= 0 ? fmt::format("{:.4f}", 100 * r.frag_ratio_at_90) : "",
-                       r.seconds);
+                       r.frag_ratio_at_90 >= 0 ? fmt::format("{:.4f}", 100 * r.frag_ratio_at_90) : "", r.seconds);
   }
   return out;
 }
@@ -88,14 +90,15 @@ std::string csv(const std::vector<RunResult>& runs) {
 std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResult>& runs) {
   nlohmann::json j;
   for (const auto& p : s) {
-    j["policies"].push_back({{"policy", p.policy},
-                             {"runs", p.runs},
-                             {"allocatedPctMean", p.alloc_mean},
-                             {"allocatedPctStd", p.alloc_std},
-                             {"fragmentationPctAt90Mean", p.frag90_runs ? nlohmann::json(p.frag90_mean) : nlohmann::json()},
-                             {"fragmentationPctAt90Std", p.frag90_runs ? nlohmann::json(p.frag90_std) : nlohmann::json()},
-                             {"unscheduledMean", p.unscheduled_mean},
-                             {"secondsMean", p.seconds_mean}});
+    j["policies"].push_back(
+        {{"policy", p.policy},
+         {"runs", p.runs},
+         {"allocatedPctMean", p.alloc_mean},
+         {"allocatedPctStd", p.alloc_std},
+         {"fragmentationPctAt90Mean", p.frag90_runs ? nlohmann::json(p.frag90_mean) : nlohmann::json()},
+         {"fragmentationPctAt90Std", p.frag90_runs ? nlohmann::json(p.frag90_std) : nlohmann::json()},
+         {"unscheduledMean", p.unscheduled_mean},
+         {"secondsMean", p.seconds_mean}});
   }
   for (const auto& r : runs) {
     j["runs"].push_back({{"policy", r.policy},
@@ -120,20 +123,8 @@ std::string svg(const std::vector<PolicySummary>& s, const std::string& title) {
     if (!p.mean_curve.empty()) xmax = std::max(xmax, std::ceil(100 * p.mean_curve.back().arrived / 10) * 10);
   }
   const double ymin = 0, ymax = 100;
-  std::string safe_title;
-  for (char ch : title) {
-    if (ch == '&') {
-      safe_title += "&amp;";
-    } else if (ch == '<') {
-      safe_title += "&lt;";
-    } else if (ch == '>') {
-      safe_title += "&gt;";
-    } else if (ch == '"') {
-      safe_title += "&quot;";
-    } else {
-      safe_title += ch;
-    }
-  }
+  const std::string safe_title =
+      escape(title, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}});  // XML text
   auto X = [&](double v) { return left + pw * v / xmax; };
   auto Y = [&](double v) { return top + ph * (1 - (v - ymin) / (ymax - ymin)); };
   const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",

@@ -6,15 +6,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace kgpu::sim {
 
 namespace {
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
 
 // The trace's CSV: plain comma-separated cells, no quoting; cells are trimmed.
 std::vector<std::string> split(const std::string& line) {
