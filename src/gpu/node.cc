@@ -381,6 +381,10 @@ Result<Inventory> Node::inventory() const {
   }
   const size_t n = inv.gpus.size();
   inv.topology.assign(n, std::vector<Link>(n, Link::kUnknown));
+  std::vector<std::optional<Device>> handles(n);  // looked up once, not once per pair
+  for (size_t i = 0; i < n; ++i) {
+    if (auto h = handle(static_cast<unsigned>(i)); h && !inv.gpus[i].lost) handles[i] = *h;
+  }
   for (size_t a = 0; a < n; ++a) {
     inv.topology[a][a] = Link::kSelf;
     for (size_t b = a + 1; b < n; ++b) {
@@ -392,11 +396,9 @@ Result<Inventory> Node::inventory() const {
       Link link = Link::kUnknown;
       if (nvlink) {
         link = Link::kNvLink;
-      } else if (!ga.lost && !gb.lost) {
-        auto ha = handle(static_cast<unsigned>(a));
-        auto hb = handle(static_cast<unsigned>(b));
+      } else if (handles[a] && handles[b]) {
         int level = 0;
-        if (ha && hb && lib_->call(s.nvmlDeviceGetTopologyCommonAncestor, *ha, *hb, &level) == kSuccess) {
+        if (lib_->call(s.nvmlDeviceGetTopologyCommonAncestor, *handles[a], *handles[b], &level) == kSuccess) {
           link = link_from_nvml_level(level);
         }
       }

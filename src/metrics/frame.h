@@ -62,7 +62,6 @@ struct AgentStats {
   std::map<std::string, uint64_t> nvml_errors;  // by call
   uint64_t pod_resources_errors = 0;
   bool pod_resources_up = false;
-  uint64_t events_dropped = 0;
 };
 
 struct Frame {

@@ -24,7 +24,6 @@ struct Wave {
 
 struct Telemetry {
   std::map<std::string, Wave> values;  // keys listed in docs/fake-nvml.md ("gpuUtil", "powerW", ...)
-  bool has(const std::string& k) const { return values.contains(k); }
   double at(const std::string& k, double t, double fallback = 0) const {
     auto it = values.find(k);
     return it == values.end() ? fallback : it->second.at(t);
