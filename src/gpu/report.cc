@@ -49,6 +49,10 @@ json to_json(const Inventory& inv) {
     gj["smCount"] = opt(g.sm_count);
     gj["maxClocksMHz"] = {{"sm", opt(g.max_sm_clock_mhz)}, {"memory", opt(g.max_mem_clock_mhz)}};
     gj["powerLimitW"] = g.power_limit_mw ? json(*g.power_limit_mw / 1000.0) : json(nullptr);
+    const char* modes[] = {"Default", "ExclusiveThread", "Prohibited", "ExclusiveProcess"};
+    gj["computeMode"] =
+        g.compute_mode && *g.compute_mode >= 0 && *g.compute_mode < 4 ? json(modes[*g.compute_mode]) : json(nullptr);
+    gj["persistenceMode"] = opt(g.persistence_mode);
     json mig;
     mig["capable"] = g.mig_capable;
     mig["enabled"] = opt(g.mig_enabled);
