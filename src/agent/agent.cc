@@ -76,13 +76,25 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     std::fprintf(stderr, "kgpu agent: %s\n", node.error().message.c_str());
     return 1;
   }
+  std::unique_ptr<DevicePluginManager> plugins;
+  if (options.device_plugin) {
+    DevicePluginOptions po = options.plugins;
+    if (po.node_name.empty()) po.node_name = so.hostname;
+    plugins = std::make_unique<DevicePluginManager>(**node, po);
+    if (auto ok = plugins->start(); !ok) {
+      std::fprintf(stderr, "kgpu agent: device plugin: %s\n", ok.error().message.c_str());
+      return 1;
+    }
+  }
   metrics::Sampler sampler(**node, so);
   sampler.start();
 
   httplib::Server server;
   server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     auto page = sampler.page();
-    res.set_content(page ? *page : std::string(), "text/plain; version=0.0.4; charset=utf-8");
+    std::string body = page ? *page : std::string();
+    if (plugins) body += plugins->metrics_text();
+    res.set_content(body, "text/plain; version=0.0.4; charset=utf-8");
   });
   server.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     const bool ok = sampler.healthy();
@@ -98,6 +110,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   if (port < 0) {
     std::fprintf(stderr, "kgpu agent: cannot listen on %s\n", options.address.c_str());
     sampler.stop();
+    if (plugins) plugins->stop();
     return 1;
   }
   std::fprintf(stderr, "kgpu agent: listening on %s:%d\n", addr->first.c_str(), port);
@@ -115,6 +128,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   server.stop();
   http.join();
   sampler.stop();
+  if (plugins) plugins->stop();
   return 0;
 }
 

@@ -1,10 +1,12 @@
-// `kgpu agent`: the node agent. Today it serves GPU metrics (dcgm-exporter compatible) on
-// /metrics and its health on /health.
+// `kgpu agent`: the node agent. Serves GPU metrics (dcgm-exporter compatible) on /metrics and its
+// health on /health; runs the kubelet device plugins and writes the node feature labels
+// (DevicePluginManager).
 #pragma once
 
 #include <atomic>
 #include <string>
 
+#include "agent/device_plugins.h"
 #include "metrics/sampler.h"
 
 namespace kgpu::agent {
@@ -14,6 +16,8 @@ struct AgentOptions {
   std::string nvml_library;
   std::string counters_file;  // dcgm-exporter CSV; empty = the 26 defaults
   metrics::SamplerOptions sampler;
+  bool device_plugin = true;  // serve the kubelet device plugins and write labels
+  DevicePluginOptions plugins;
 };
 
 // Splits "[host]:port" (host empty = all interfaces). Errors name the bad address.

@@ -248,6 +248,62 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--gpu-resource", ao.sampler.extra_resources,
                         "Extra extended-resource names whose devices are GPUs (renamed shared resources)");
 
+  // Device plugin and labels: NVIDIA k8s-device-plugin / GFD flag and variable names where they exist.
+  auto& dp = ao.plugins;
+  auto& ov = dp.overrides;
+  std::string health_recovery = "10m";
+  agent_cmd->add_option("--device-plugin", ao.device_plugin, "Serve the kubelet device plugins and write node labels")
+      ->capture_default_str();
+  agent_cmd->add_option("--device-plugin-dir", dp.plugin_dir, "The kubelet's device-plugin directory")
+      ->envname("KGPU_DEVICE_PLUGIN_DIR")
+      ->capture_default_str();
+  agent_cmd->add_option("--config-file", dp.config_file, "Sharing config file (NVIDIA device plugin format, version v1)")
+      ->envname("CONFIG_FILE");
+  agent_cmd->add_option("--mig-strategy", ov.mig_strategy, "none, single or mixed")->envname("MIG_STRATEGY");
+  agent_cmd->add_option("--fail-on-init-error", ov.fail_on_init_error, "true or false")->envname("FAIL_ON_INIT_ERROR");
+  agent_cmd->add_option("--nvidia-driver-root", ov.nvidia_driver_root, "Root of the driver installation on the host")
+      ->envname("NVIDIA_DRIVER_ROOT");
+  agent_cmd->add_option("--dev-root", ov.nvidia_dev_root, "Root of /dev on the host (default: the driver root)")
+      ->envname("NVIDIA_DEV_ROOT");
+  agent_cmd->add_option("--mps-root", ov.mps_root, "Host directory for MPS pipes and shm")->envname("MPS_ROOT");
+  agent_cmd->add_option("--pass-device-specs", ov.pass_device_specs, "true: add /dev/nvidia* DeviceSpecs")
+      ->envname("PASS_DEVICE_SPECS");
+  agent_cmd
+      ->add_option("--device-list-strategy", ov.device_list_strategy,
+                   "envvar, volume-mounts, cdi-annotations, cdi-cri (comma-separated; default cdi-cri)")
+      ->envname("DEVICE_LIST_STRATEGY");
+  agent_cmd->add_option("--device-id-strategy", ov.device_id_strategy, "uuid or index")->envname("DEVICE_ID_STRATEGY");
+  agent_cmd->add_option("--cdi-annotation-prefix", ov.cdi_annotation_prefix, "Prefix of cdi-annotations keys")
+      ->envname("CDI_ANNOTATION_PREFIX");
+  agent_cmd->add_option("--container-driver-root", ov.container_driver_root,
+                        "Where the host's driver root is mounted in this container")
+      ->envname("CONTAINER_DRIVER_ROOT");
+  agent_cmd->add_option("--shared-devices-allocation-policy", ov.shared_devices_allocation_policy,
+                        "distributed or packed (replicas and MIG devices)")
+      ->envname("SHARED_DEVICES_ALLOCATION_POLICY");
+  agent_cmd->add_option("--cdi-root", dp.cdi_root, "Where to write the CDI spec (empty: do not write)")
+      ->envname("KGPU_CDI_ROOT")
+      ->capture_default_str();
+  agent_cmd
+      ->add_option("--health-recovery", health_recovery,
+                   "Healthy again after this long without a fault (0: never, as NVIDIA's plugin)")
+      ->envname("KGPU_HEALTH_RECOVERY")
+      ->capture_default_str();
+  long long health_interval_ms = 5000;
+  agent_cmd->add_option("--health-interval", health_interval_ms, "Milliseconds between GPU health probes")
+      ->check(CLI::Range(50LL, 3600000LL))
+      ->capture_default_str();
+  agent_cmd->add_option("--labels", dp.labels, "Write the GPU Feature Discovery labels file")->capture_default_str();
+  agent_cmd->add_option("--output-file", ov.gfd_output_file, "NFD features.d file for the labels")
+      ->envname("GFD_OUTPUT_FILE");
+  agent_cmd->add_option("--sleep-interval", ov.gfd_sleep_interval, "Time between label refreshes (60s)")
+      ->envname("GFD_SLEEP_INTERVAL");
+  agent_cmd->add_option("--no-timestamp", ov.gfd_no_timestamp, "true: no nvidia.com/gfd.timestamp label")
+      ->envname("GFD_NO_TIMESTAMP");
+  agent_cmd->add_option("--oneshot", ov.gfd_oneshot, "true: write the labels once")->envname("GFD_ONESHOT");
+  agent_cmd->add_option("--machine-type-file", ov.gfd_machine_type_file, "Source of nvidia.com/gpu.machine")
+      ->envname("GFD_MACHINE_TYPE_FILE");
+
   SimOptions so;
   auto* sim_cmd = app.add_subcommand("sim", "Simulate scheduling policies on a cluster trace (Alibaba openb CSV)");
   sim_cmd->add_option("--nodes", so.nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
@@ -287,6 +343,17 @@ int run(int argc, char** argv) {
     ao.nvml_library = g.nvml_library;
     ao.sampler.interval = std::chrono::milliseconds(collect_ms);
     ao.sampler.pod_resources_interval = std::chrono::milliseconds(pr_interval_ms);
+    ao.plugins.proc_root = ao.sampler.proc_root;
+    ao.plugins.health_interval = std::chrono::milliseconds(health_interval_ms);
+    if (const char* v = std::getenv("DP_DISABLE_HEALTHCHECKS")) ao.plugins.disable_health_checks = v;
+    if (health_recovery == "0") {
+      ao.plugins.health_recovery = std::chrono::milliseconds(0);
+    } else if (auto d = sharing::parse_duration(health_recovery)) {
+      ao.plugins.health_recovery = *d;
+    } else {
+      fmt::print(stderr, "kgpu agent: --health-recovery: {}\n", d.error().message);
+      return 2;
+    }
     return agent::run_agent(ao);
   }
   return 2;

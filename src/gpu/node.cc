@@ -178,6 +178,32 @@ Result<Device> Node::handle(unsigned index) const {
   return d;
 }
 
+Node::Probe Node::probe(unsigned index) const {
+  const auto& s = lib_->symbols();
+  Probe p;
+  Device dev = nullptr;
+  Return r = lib_->call(s.nvmlDeviceGetHandleByIndex_v2, index, &dev);
+  if (r == kSuccess) {
+    char buf[kDeviceUuidBufferSize] = {};
+    r = lib_->call(s.nvmlDeviceGetUUID, dev, buf, kDeviceUuidBufferSize);
+    if (r == kSuccess) p.uuid = buffer_string(buf, sizeof buf);
+  }
+  if (r != kSuccess) {
+    p.lost = r == kErrorGpuIsLost;
+    p.error = describe(*lib_, r);
+    return p;
+  }
+  unsigned corr = 0, unc = 0, pending = 0, failure = 0;
+  r = lib_->call(s.nvmlDeviceGetRemappedRows, dev, &corr, &unc, &pending, &failure);
+  if (r == kSuccess) {
+    p.remap_pending = pending != 0;
+  } else if (r == kErrorGpuIsLost) {
+    p.lost = true;
+    p.error = describe(*lib_, r);
+  }
+  return p;
+}
+
 GpuInfo Node::read_gpu(unsigned index) const {
   const auto& s = lib_->symbols();
   GpuInfo g;

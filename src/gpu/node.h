@@ -50,6 +50,16 @@ class Node {
   // Handle of GPU `index`; errors name the GPU.
   Result<nvml::Device> handle(unsigned index) const;
 
+  // A cheap "is this GPU answering" check for health tracking (three NVML calls): the GPU's
+  // UUID as NVML reads it now, whether it is lost, and whether a row remap waits for a reset.
+  struct Probe {
+    std::string uuid;
+    bool lost = false;
+    std::optional<std::string> error;    // why it did not answer
+    std::optional<bool> remap_pending;   // nullopt: not supported
+  };
+  Probe probe(unsigned index) const;
+
  private:
   explicit Node(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
   GpuInfo read_gpu(unsigned index) const;

@@ -1,0 +1,155 @@
+// The agent's device-plugin side: turns the config and the node's GPUs into a sharing plan,
+// serves one kubelet device plugin per advertised resource, and keeps them right while things
+// change underneath:
+//
+// - kubelet restarts (kubelet.sock re-created, or our sockets deleted): serve and register again
+//   within one poll interval (100 ms);
+// - config changes (file rewritten or ConfigMap symlink swap): re-plan, restart and re-register
+//   only the resources whose advertisement changed; a config that does not parse, validate or fit
+//   this node is rejected with file, line and reason, and the last good one keeps running;
+// - MIG layout changes: re-plan like a config change;
+// - health: critical XIDs (minus the ignored ones) mark devices Unhealthy; a lost GPU is
+//   Unhealthy; the recovery rule (docs/device-plugin.md) returns a device to Healthy.
+//
+// It also writes the CDI spec for our devices and the GPU Feature Discovery labels.
+//
+// Thread safety: start()/stop() from one thread; metrics_text() and status() from any thread.
+// Internally: one control thread, the NVML event thread, and gRPC's threads (Allocate and
+// GetPreferredAllocation read the current plan under the manager's lock).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/mps.h"
+#include "gpu/node.h"
+#include "kubelet/device_plugin.h"
+#include "sharing/allocate.h"
+#include "sharing/config.h"
+#include "sharing/plan.h"
+
+namespace kgpu::agent {
+
+struct DevicePluginOptions {
+  std::string plugin_dir = kubelet::kDefaultDevicePluginDir;
+  std::string config_file;  // "" = defaults
+  sharing::Overrides overrides;
+  std::string cdi_root = "/var/run/cdi";  // where the CDI spec goes ("" = do not write)
+  std::string proc_root = "/proc";        // for /proc/driver/nvidia-caps/mig-minors
+  bool labels = true;                     // write the GFD labels file
+  std::string node_name;
+
+  // DP_DISABLE_HEALTHCHECKS: "all" or "xids" disables XID health; otherwise extra XIDs to ignore.
+  std::string disable_health_checks;
+  // A device marked Unhealthy returns to Healthy after this long without a new critical XID,
+  // once it answers NVML and has no row remap pending. 0 = never (NVIDIA's behaviour).
+  std::chrono::milliseconds health_recovery{std::chrono::minutes(10)};
+
+  std::chrono::milliseconds poll_interval{100};          // sockets
+  std::chrono::milliseconds config_poll_interval{500};   // config file
+  std::chrono::milliseconds health_interval{5000};       // NVML probes, MIG layout
+  std::chrono::milliseconds register_timeout{5000};
+
+  MpsControl* mps = nullptr;  // not owned; null = run nvidia-cuda-mps-control (RealMpsControl)
+};
+
+// XIDs NVIDIA's plugin ignores by default (application errors, not hardware faults).
+const std::set<uint64_t>& default_ignored_xids();
+
+class DevicePluginManager {
+ public:
+  DevicePluginManager(gpu::Node& node, DevicePluginOptions options);
+  ~DevicePluginManager();
+
+  // Loads the config and plans. An error here (bad config, unusable MIG layout, NVML failing) is
+  // returned; the caller decides (failOnInitError). On success the control thread runs.
+  Result<void> start();
+  void stop();
+
+  // Prometheus text with the kgpu_device_plugin_* families (docs/device-plugin.md).
+  std::string metrics_text() const;
+
+  struct ResourceStatus {
+    std::string name, socket;
+    bool registered = false;
+    size_t devices = 0, healthy = 0;
+  };
+  struct Status {
+    uint64_t config_generation = 0;  // bumped on every applied config
+    std::string last_reload_error;   // "" after a successful reload
+    std::vector<ResourceStatus> resources;
+  };
+  Status status() const;
+
+ private:
+  struct Health {
+    bool healthy = true;
+    std::string reason;
+    std::chrono::steady_clock::time_point last_bad{};
+  };
+
+  Result<void> load_and_apply(bool initial);
+  void apply_plan(sharing::Plan plan, sharing::Config config, gpu::Inventory inventory);
+  void control_loop();
+  void check_sockets();
+  void check_config();
+  void check_health();
+  void write_labels();
+  void write_cdi_spec();
+  void on_event(const gpu::Event& e);
+  void push_devices();  // mu_ held by caller? no: takes mu_
+  std::vector<kubelet::DeviceState> device_states(const sharing::PlannedResource& r) const;  // mu_ held
+  void mark_bad(const std::string& uuid, const std::string& reason);                         // mu_ held
+  bool register_one(kubelet::DevicePluginServer& server);
+  sharing::HostFacts host_facts(const sharing::Config& c) const;
+
+  gpu::Node& node_;
+  DevicePluginOptions opt_;
+  std::unique_ptr<MpsControl> own_mps_;
+  MpsControl* mps_ = nullptr;
+  std::set<uint64_t> ignored_xids_;
+  bool xid_health_ = true;
+
+  mutable std::mutex mu_;
+  sharing::Config config_;     // last good
+  sharing::Plan plan_;         // from config_
+  gpu::Inventory inventory_;   // the plan's
+  sharing::HostFacts host_;
+  std::map<std::string, Health> health_;  // by physical UUID (GPU-... or MIG-...)
+  std::map<std::string, std::unique_ptr<kubelet::DevicePluginServer>> servers_;  // by resource
+  std::map<std::string, bool> registered_;
+  uint64_t generation_ = 0;
+  std::string last_reload_error_;
+  uint64_t reloads_ok_ = 0, reloads_failed_ = 0, registrations_ = 0, allocations_ = 0, allocation_errors_ = 0;
+  uint64_t unhealthy_transitions_ = 0, recoveries_ = 0;
+  std::atomic<uint64_t> unique_{0};
+
+  // Control-thread state.
+  struct FileStamp {
+    unsigned long inode = 0;
+    long long mtime_ns = 0;
+    long long size = -1;
+    bool operator==(const FileStamp&) const = default;
+  };
+  static FileStamp stamp(const std::string& path);  // stat() following symlinks; {} when absent
+  FileStamp config_stamp_, kubelet_stamp_;
+  std::string config_text_;
+  std::chrono::steady_clock::time_point next_config_check_{}, next_full_config_read_{}, next_health_{}, next_labels_{}, next_register_{};
+  bool labels_dir_missing_logged_ = false;
+
+  std::unique_ptr<gpu::EventWatcher> events_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace kgpu::agent

@@ -1,0 +1,548 @@
+#include "sharing/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/strings.h"
+
+namespace kgpu::sharing {
+
+const char* mig_strategy_name(MigStrategy s) {
+  switch (s) {
+    case MigStrategy::kNone: return "none";
+    case MigStrategy::kSingle: return "single";
+    case MigStrategy::kMixed: return "mixed";
+  }
+  return "none";
+}
+
+const char* list_strategy_name(ListStrategy s) {
+  switch (s) {
+    case ListStrategy::kEnvvar: return "envvar";
+    case ListStrategy::kVolumeMounts: return "volume-mounts";
+    case ListStrategy::kCdiAnnotations: return "cdi-annotations";
+    case ListStrategy::kCdiCri: return "cdi-cri";
+  }
+  return "envvar";
+}
+
+const char* sharing_kind_name(SharingKind k) {
+  switch (k) {
+    case SharingKind::kNone: return "none";
+    case SharingKind::kTimeSlicing: return "time-slicing";
+    case SharingKind::kMps: return "mps";
+  }
+  return "none";
+}
+
+bool Config::has_list_strategy(ListStrategy s) const {
+  return std::find(list_strategies.begin(), list_strategies.end(), s) != list_strategies.end();
+}
+
+Result<std::chrono::seconds> parse_duration(const std::string& text) {
+  const std::string t = trim(text);
+  if (t.empty()) return fail(ErrorCode::kInvalidArgument, "empty duration");
+  double total_ms = 0;
+  size_t i = 0;
+  while (i < t.size()) {
+    size_t j = i;
+    while (j < t.size() && (std::isdigit(static_cast<unsigned char>(t[j])) || t[j] == '.')) ++j;
+    if (j == i) return fail(ErrorCode::kInvalidArgument, "bad duration '{}': expected e.g. 60s, 1m30s, 1h", text);
+    double n = 0;
+    try {
+      n = std::stod(t.substr(i, j - i));
+    } catch (const std::exception&) {
+      return fail(ErrorCode::kInvalidArgument, "bad duration '{}'", text);
+    }
+    size_t k = j;
+    while (k < t.size() && std::isalpha(static_cast<unsigned char>(t[k]))) ++k;
+    const std::string unit = t.substr(j, k - j);
+    double scale = 0;
+    if (unit == "h") scale = 3600e3;
+    else if (unit == "m") scale = 60e3;
+    else if (unit == "s") scale = 1e3;
+    else if (unit == "ms") scale = 1;
+    else if (unit.empty() && i == 0 && k == t.size()) scale = 1e3;  // a bare number: seconds
+    else return fail(ErrorCode::kInvalidArgument, "bad duration '{}': unknown unit '{}' (h, m, s, ms)", text, unit);
+    total_ms += n * scale;
+    i = k;
+  }
+  return std::chrono::seconds(static_cast<long long>(total_ms / 1000));
+}
+
+namespace {
+
+// Errors and warnings about one document, each prefixed with "<source>:<line>: <path>: ".
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  std::string where(const YAML::Node& n, const std::string& path) const {
+    const auto m = n.Mark();
+    if (m.line < 0) return fmt::format("{}: {}", source_, path);
+    return fmt::format("{}:{}: {}", source_, m.line + 1, path);
+  }
+  int line(const YAML::Node& n) const { return n.Mark().line + 1; }
+
+  template <typename... Args>
+  std::unexpected<Error> error(const YAML::Node& n, const std::string& path, fmt::format_string<Args...> f,
+                               Args&&... args) const {
+    return std::unexpected(
+        Error{ErrorCode::kInvalidArgument, where(n, path) + ": " + fmt::format(f, std::forward<Args>(args)...)});
+  }
+
+  // Warns about keys of `map` not in `known`.
+  void check_keys(const YAML::Node& map, const std::string& path, std::initializer_list<const char*> known,
+                  std::vector<std::string>& warnings) const {
+    for (const auto& kv : map) {
+      const auto key = kv.first.as<std::string>("");
+      if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
+        warnings.push_back(where(kv.first, path.empty() ? key : path + "." + key) + ": unknown field, ignored");
+      }
+    }
+  }
+
+  Result<std::string> scalar(const YAML::Node& n, const std::string& path) const {
+    if (!n.IsScalar()) return error(n, path, "expected a string");
+    return n.Scalar();
+  }
+
+  Result<bool> boolean(const YAML::Node& n, const std::string& path) const {
+    if (!n.IsScalar()) return error(n, path, "expected true or false");
+    bool b = false;
+    if (!YAML::convert<bool>::decode(n, b)) return error(n, path, "expected true or false, got '{}'", n.Scalar());
+    return b;
+  }
+
+  Result<int> integer(const YAML::Node& n, const std::string& path) const {
+    if (!n.IsScalar()) return error(n, path, "expected a whole number");
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(n.Scalar(), &used);
+      if (used != n.Scalar().size() || v < INT32_MIN || v > INT32_MAX) throw std::invalid_argument("range");
+      return static_cast<int>(v);
+    } catch (const std::exception&) {
+      return error(n, path, "expected a whole number, got '{}'", n.Scalar());
+    }
+  }
+
+ private:
+  std::string source_;
+};
+
+Result<MigStrategy> mig_strategy_from(const std::string& s) {
+  if (s == "none") return MigStrategy::kNone;
+  if (s == "single") return MigStrategy::kSingle;
+  if (s == "mixed") return MigStrategy::kMixed;
+  return fail(ErrorCode::kInvalidArgument, "unknown MIG strategy '{}' (none, single, mixed)", s);
+}
+
+Result<ListStrategy> list_strategy_from(const std::string& s) {
+  for (auto v : {ListStrategy::kEnvvar, ListStrategy::kVolumeMounts, ListStrategy::kCdiAnnotations,
+                 ListStrategy::kCdiCri}) {
+    if (s == list_strategy_name(v)) return v;
+  }
+  return fail(ErrorCode::kInvalidArgument,
+              "unknown device list strategy '{}' (envvar, volume-mounts, cdi-annotations, cdi-cri)", s);
+}
+
+Result<IdStrategy> id_strategy_from(const std::string& s) {
+  if (s == "uuid") return IdStrategy::kUuid;
+  if (s == "index") return IdStrategy::kIndex;
+  return fail(ErrorCode::kInvalidArgument, "unknown device ID strategy '{}' (uuid, index)", s);
+}
+
+Result<SharedPolicy> shared_policy_from(const std::string& s) {
+  if (s == "distributed") return SharedPolicy::kDistributed;
+  if (s == "packed") return SharedPolicy::kPacked;
+  return fail(ErrorCode::kInvalidArgument, "unknown shared devices allocation policy '{}' (distributed, packed)", s);
+}
+
+Result<bool> bool_from(const std::string& s) {
+  std::string l = s;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (l == "true" || l == "1" || l == "yes") return true;
+  if (l == "false" || l == "0" || l == "no" || l.empty()) return false;
+  return fail(ErrorCode::kInvalidArgument, "expected true or false, got '{}'", s);
+}
+
+// Parses a comma-separated list (flags/env) of device list strategies.
+Result<std::vector<ListStrategy>> list_strategies_from(const std::string& s) {
+  std::vector<ListStrategy> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto v = list_strategy_from(trim(item));
+    if (!v) return std::unexpected(v.error());
+    if (std::find(out.begin(), out.end(), *v) == out.end()) out.push_back(*v);
+  }
+  if (out.empty()) return fail(ErrorCode::kInvalidArgument, "empty device list strategy");
+  return out;
+}
+
+// Applies one "value from a scalar string" setter with errors wrapped in `where`.
+template <typename T, typename Parse>
+Result<void> set_from(T& field, const std::string& value, Parse parse, const std::string& where) {
+  auto v = parse(value);
+  if (!v) return std::unexpected(v.error().wrap(where));
+  field = *v;
+  return {};
+}
+
+Result<DeviceSelector> parse_selector(const Reader& r, const YAML::Node& n, const std::string& path) {
+  DeviceSelector sel;
+  if (n.IsScalar()) {
+    if (n.Scalar() == "all") return sel;
+    auto c = r.integer(n, path);
+    if (!c) return r.error(n, path, "expected 'all', a count or a list of GPU indices, MIG devices (0:1) or UUIDs");
+    if (*c < 1) return r.error(n, path, "device count must be at least 1, got {}", *c);
+    sel.all = false;
+    sel.count = *c;
+    return sel;
+  }
+  if (!n.IsSequence() || n.size() == 0) {
+    return r.error(n, path, "expected 'all', a count or a non-empty list of GPU indices, MIG devices or UUIDs");
+  }
+  sel.all = false;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", path, i);
+    auto s = r.scalar(n[i], p);
+    if (!s) return std::unexpected(s.error());
+    const std::string id = trim(*s);
+    const bool index = !id.empty() && std::all_of(id.begin(), id.end(), [](char c) { return std::isdigit(c); });
+    const auto colon = id.find(':');
+    const bool mig = colon != std::string::npos && colon > 0 && colon + 1 < id.size() &&
+                     std::all_of(id.begin(), id.end(), [](char c) { return std::isdigit(c) || c == ':'; }) &&
+                     id.find(':', colon + 1) == std::string::npos;
+    const bool uuid = id.starts_with("GPU-") || id.starts_with("MIG-");
+    if (!index && !mig && !uuid) {
+      return r.error(n[i], p, "'{}' is not a GPU index, a MIG device (<gpu>:<slot>) or a GPU-/MIG- UUID", id);
+    }
+    if (!seen.insert(id).second) return r.error(n[i], p, "device '{}' listed twice", id);
+    sel.ids.push_back(id);
+  }
+  return sel;
+}
+
+Result<Sharing> parse_sharing(const Reader& r, const YAML::Node& n, const std::string& path, SharingKind kind,
+                              std::vector<std::string>& warnings) {
+  Sharing s;
+  s.kind = kind;
+  if (!n.IsMap()) return r.error(n, path, "expected a mapping (renameByDefault, failRequestsGreaterThanOne, resources)");
+  r.check_keys(n, path, {"renameByDefault", "failRequestsGreaterThanOne", "resources"}, warnings);
+  if (auto v = n["renameByDefault"]) {
+    auto b = r.boolean(v, path + ".renameByDefault");
+    if (!b) return std::unexpected(b.error());
+    s.rename_by_default = *b;
+  }
+  if (auto v = n["failRequestsGreaterThanOne"]) {
+    auto b = r.boolean(v, path + ".failRequestsGreaterThanOne");
+    if (!b) return std::unexpected(b.error());
+    s.fail_requests_greater_than_one = *b;
+  }
+  const auto res = n["resources"];
+  if (!res || res.IsNull()) return r.error(n, path + ".resources", "at least one resource is required");
+  if (!res.IsSequence()) return r.error(res, path + ".resources", "expected a list");
+  for (size_t i = 0; i < res.size(); ++i) {
+    const auto e = res[i];
+    const std::string p = fmt::format("{}.resources[{}]", path, i);
+    if (!e.IsMap()) return r.error(e, p, "expected a mapping (name, replicas, rename, devices)");
+    r.check_keys(e, p, {"name", "rename", "devices", "replicas"}, warnings);
+    ReplicatedResource rr;
+    rr.line = r.line(e);
+    if (!e["name"]) return r.error(e, p + ".name", "required (e.g. nvidia.com/gpu)");
+    auto name = r.scalar(e["name"], p + ".name");
+    if (!name) return std::unexpected(name.error());
+    rr.name = *name;
+    if (rr.name != "nvidia.com/gpu" && !rr.name.starts_with("nvidia.com/mig-") &&
+        !rr.name.starts_with("nvidia.com/")) {
+      return r.error(e["name"], p + ".name", "'{}' is not an nvidia.com resource (nvidia.com/gpu, nvidia.com/mig-<profile>)",
+                     rr.name);
+    }
+    if (!e["replicas"]) return r.error(e, p + ".replicas", "required (at least 2)");
+    auto reps = r.integer(e["replicas"], p + ".replicas");
+    if (!reps) return std::unexpected(reps.error());
+    if (*reps < 2) return r.error(e["replicas"], p + ".replicas", "must be at least 2, got {}", *reps);
+    rr.replicas = *reps;
+    if (auto v = e["rename"]) {
+      auto s2 = r.scalar(v, p + ".rename");
+      if (!s2) return std::unexpected(s2.error());
+      rr.rename = *s2;
+      if (!rr.rename.empty() && !rr.rename.starts_with("nvidia.com/")) rr.rename = "nvidia.com/" + rr.rename;
+    }
+    if (auto v = e["devices"]) {
+      auto sel = parse_selector(r, v, p + ".devices");
+      if (!sel) return std::unexpected(sel.error());
+      rr.devices = *sel;
+    }
+    s.resources.push_back(std::move(rr));
+  }
+  if (s.resources.empty()) return r.error(res, path + ".resources", "at least one resource is required");
+  return s;
+}
+
+Result<std::vector<NamedResource>> parse_named(const Reader& r, const YAML::Node& n, const std::string& path,
+                                               std::vector<std::string>& warnings) {
+  std::vector<NamedResource> out;
+  if (!n.IsSequence()) return r.error(n, path, "expected a list of {{pattern, name}}");
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", path, i);
+    if (!n[i].IsMap()) return r.error(n[i], p, "expected a mapping with pattern and name");
+    r.check_keys(n[i], p, {"pattern", "name"}, warnings);
+    NamedResource nr;
+    for (auto [key, field] : {std::pair{"pattern", &nr.pattern}, std::pair{"name", &nr.name}}) {
+      if (!n[i][key]) return r.error(n[i], p + "." + key, "required");
+      auto s = r.scalar(n[i][key], p + "." + key);
+      if (!s) return std::unexpected(s.error());
+      *field = *s;
+    }
+    if (nr.name.starts_with("nvidia.com/")) nr.name = nr.name.substr(11);
+    if (nr.name.empty() || nr.name.find('/') != std::string::npos) {
+      return r.error(n[i]["name"], p + ".name", "'{}' is not a resource name (e.g. gpu, a100)", nr.name);
+    }
+    out.push_back(std::move(nr));
+  }
+  return out;
+}
+
+Result<void> parse_flags(const Reader& r, const YAML::Node& flags, Config& c) {
+  if (!flags.IsMap()) return r.error(flags, "flags", "expected a mapping");
+  r.check_keys(flags, "flags",
+               {"migStrategy", "failOnInitError", "nvidiaDriverRoot", "nvidiaDevRoot", "mpsRoot", "gdsEnabled",
+                "mofedEnabled", "useNodeFeatureAPI", "deviceDiscoveryStrategy", "plugin", "gfd"},
+               c.warnings);
+  // String-valued flags go through the same parsers as the command line and environment.
+  auto str = [&](const YAML::Node& n, const std::string& path, auto apply) -> Result<void> {
+    if (!n || n.IsNull()) return {};
+    auto s = r.scalar(n, path);
+    if (!s) return std::unexpected(s.error());
+    auto ok = apply(*s);
+    if (!ok) return std::unexpected(Error{ErrorCode::kInvalidArgument, r.where(n, path) + ": " + ok.error().message});
+    return {};
+  };
+  auto assign = [](std::string& field) {
+    return [&field](const std::string& v) -> Result<void> {
+      field = v;
+      return {};
+    };
+  };
+  auto parsed = [](auto& field, auto parse) {
+    return [&field, parse](const std::string& v) -> Result<void> {
+      auto x = parse(v);
+      if (!x) return std::unexpected(x.error());
+      field = *x;
+      return {};
+    };
+  };
+  std::vector<Result<void>> results;
+  results.push_back(str(flags["migStrategy"], "flags.migStrategy", parsed(c.mig_strategy, mig_strategy_from)));
+  results.push_back(str(flags["failOnInitError"], "flags.failOnInitError", parsed(c.fail_on_init_error, bool_from)));
+  results.push_back(str(flags["nvidiaDriverRoot"], "flags.nvidiaDriverRoot", assign(c.nvidia_driver_root)));
+  results.push_back(str(flags["nvidiaDevRoot"], "flags.nvidiaDevRoot", assign(c.nvidia_dev_root)));
+  results.push_back(str(flags["mpsRoot"], "flags.mpsRoot", assign(c.mps_root)));
+  if (const auto plugin = flags["plugin"]; plugin && !plugin.IsNull()) {
+    if (!plugin.IsMap()) return r.error(plugin, "flags.plugin", "expected a mapping");
+    r.check_keys(plugin, "flags.plugin",
+                 {"passDeviceSpecs", "deviceListStrategy", "deviceIDStrategy", "cdiAnnotationPrefix",
+                  "nvidiaCTKPath", "containerDriverRoot", "sharedDevicesAllocationPolicy"},
+                 c.warnings);
+    results.push_back(
+        str(plugin["passDeviceSpecs"], "flags.plugin.passDeviceSpecs", parsed(c.pass_device_specs, bool_from)));
+    if (const auto dls = plugin["deviceListStrategy"]; dls && dls.IsSequence()) {
+      c.list_strategies.clear();
+      for (size_t i = 0; i < dls.size(); ++i) {
+        const std::string p = fmt::format("flags.plugin.deviceListStrategy[{}]", i);
+        results.push_back(str(dls[i], p, [&](const std::string& v) -> Result<void> {
+          auto s = list_strategy_from(v);
+          if (!s) return std::unexpected(s.error());
+          if (!c.has_list_strategy(*s)) c.list_strategies.push_back(*s);
+          return {};
+        }));
+      }
+      if (dls.size() == 0) return r.error(dls, "flags.plugin.deviceListStrategy", "empty list");
+    } else {
+      results.push_back(str(dls, "flags.plugin.deviceListStrategy", parsed(c.list_strategies, list_strategies_from)));
+    }
+    results.push_back(
+        str(plugin["deviceIDStrategy"], "flags.plugin.deviceIDStrategy", parsed(c.id_strategy, id_strategy_from)));
+    results.push_back(
+        str(plugin["cdiAnnotationPrefix"], "flags.plugin.cdiAnnotationPrefix", assign(c.cdi_annotation_prefix)));
+    results.push_back(
+        str(plugin["containerDriverRoot"], "flags.plugin.containerDriverRoot", assign(c.container_driver_root)));
+    results.push_back(str(plugin["sharedDevicesAllocationPolicy"], "flags.plugin.sharedDevicesAllocationPolicy",
+                          parsed(c.shared_policy, shared_policy_from)));
+  }
+  if (const auto gfd = flags["gfd"]; gfd && !gfd.IsNull()) {
+    if (!gfd.IsMap()) return r.error(gfd, "flags.gfd", "expected a mapping");
+    r.check_keys(gfd, "flags.gfd",
+                 {"oneshot", "noTimestamp", "sleepInterval", "outputFile", "machineTypeFile", "labelsDirectory"},
+                 c.warnings);
+    results.push_back(str(gfd["oneshot"], "flags.gfd.oneshot", parsed(c.gfd_oneshot, bool_from)));
+    results.push_back(str(gfd["noTimestamp"], "flags.gfd.noTimestamp", parsed(c.gfd_no_timestamp, bool_from)));
+    results.push_back(
+        str(gfd["sleepInterval"], "flags.gfd.sleepInterval", parsed(c.gfd_sleep_interval, parse_duration)));
+    results.push_back(str(gfd["outputFile"], "flags.gfd.outputFile", assign(c.gfd_output_file)));
+    results.push_back(str(gfd["machineTypeFile"], "flags.gfd.machineTypeFile", assign(c.gfd_machine_type_file)));
+  }
+  for (auto& res : results) {
+    if (!res) return res;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Config> parse_config(const std::string& text, const std::string& source) {
+  Config c;
+  c.source = source;
+  const Reader r(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return fail(ErrorCode::kInvalidArgument, "{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg);
+  }
+  if (!root || root.IsNull()) return c;
+  if (!root.IsMap()) return r.error(root, "(document)", "expected a mapping with version, flags, resources, sharing");
+  r.check_keys(root, "", {"version", "flags", "resources", "sharing"}, c.warnings);
+  if (auto v = root["version"]) {
+    auto s = r.scalar(v, "version");
+    if (!s) return std::unexpected(s.error());
+    if (!s->empty() && *s != "v1") return r.error(v, "version", "unsupported version '{}' (only v1)", *s);
+  }
+  if (auto flags = root["flags"]; flags && !flags.IsNull()) {
+    if (auto ok = parse_flags(r, flags, c); !ok) return std::unexpected(ok.error());
+  }
+  if (auto res = root["resources"]; res && !res.IsNull()) {
+    if (!res.IsMap()) return r.error(res, "resources", "expected a mapping with gpus and/or mig");
+    r.check_keys(res, "resources", {"gpus", "mig"}, c.warnings);
+    for (auto [key, field] : {std::pair{"gpus", &c.gpu_resources}, std::pair{"mig", &c.mig_resources}}) {
+      if (auto list = res[key]; list && !list.IsNull()) {
+        auto named = parse_named(r, list, std::string("resources.") + key, c.warnings);
+        if (!named) return std::unexpected(named.error());
+        *field = std::move(*named);
+      }
+    }
+  }
+  if (auto sh = root["sharing"]; sh && !sh.IsNull()) {
+    if (!sh.IsMap()) return r.error(sh, "sharing", "expected a mapping with timeSlicing or mps");
+    r.check_keys(sh, "sharing", {"timeSlicing", "mps"}, c.warnings);
+    const auto ts = sh["timeSlicing"];
+    const auto mps = sh["mps"];
+    const bool has_ts = ts && !ts.IsNull() && !(ts.IsMap() && ts.size() == 0);
+    const bool has_mps = mps && !mps.IsNull() && !(mps.IsMap() && mps.size() == 0);
+    if (has_ts && has_mps) {
+      return r.error(mps, "sharing", "timeSlicing and mps cannot be combined: configure one of them");
+    }
+    if (has_ts) {
+      auto s = parse_sharing(r, ts, "sharing.timeSlicing", SharingKind::kTimeSlicing, c.warnings);
+      if (!s) return std::unexpected(s.error());
+      c.sharing = std::move(*s);
+    } else if (has_mps) {
+      auto s = parse_sharing(r, mps, "sharing.mps", SharingKind::kMps, c.warnings);
+      if (!s) return std::unexpected(s.error());
+      c.sharing = std::move(*s);
+    }
+  }
+  return c;
+}
+
+Result<void> finalize(Config& c, const Overrides& o) {
+  auto apply = [](const std::optional<std::string>& value, const char* flag, auto setter) -> Result<void> {
+    if (!value) return {};
+    auto ok = setter(*value);
+    if (!ok) return std::unexpected(ok.error().wrap(flag));
+    return {};
+  };
+  auto assign = [](std::string& field) {
+    return [&field](const std::string& v) -> Result<void> {
+      field = v;
+      return {};
+    };
+  };
+  auto parsed = [](auto& field, auto parse) {
+    return [&field, parse](const std::string& v) -> Result<void> {
+      auto x = parse(v);
+      if (!x) return std::unexpected(x.error());
+      field = *x;
+      return {};
+    };
+  };
+  const Result<void> results[] = {
+      apply(o.mig_strategy, "--mig-strategy", parsed(c.mig_strategy, mig_strategy_from)),
+      apply(o.fail_on_init_error, "--fail-on-init-error", parsed(c.fail_on_init_error, bool_from)),
+      apply(o.nvidia_driver_root, "--nvidia-driver-root", assign(c.nvidia_driver_root)),
+      apply(o.nvidia_dev_root, "--dev-root", assign(c.nvidia_dev_root)),
+      apply(o.mps_root, "--mps-root", assign(c.mps_root)),
+      apply(o.pass_device_specs, "--pass-device-specs", parsed(c.pass_device_specs, bool_from)),
+      apply(o.device_list_strategy, "--device-list-strategy", parsed(c.list_strategies, list_strategies_from)),
+      apply(o.device_id_strategy, "--device-id-strategy", parsed(c.id_strategy, id_strategy_from)),
+      apply(o.cdi_annotation_prefix, "--cdi-annotation-prefix", assign(c.cdi_annotation_prefix)),
+      apply(o.container_driver_root, "--container-driver-root", assign(c.container_driver_root)),
+      apply(o.shared_devices_allocation_policy, "--shared-devices-allocation-policy",
+            parsed(c.shared_policy, shared_policy_from)),
+      apply(o.gfd_oneshot, "--oneshot", parsed(c.gfd_oneshot, bool_from)),
+      apply(o.gfd_no_timestamp, "--no-timestamp", parsed(c.gfd_no_timestamp, bool_from)),
+      apply(o.gfd_sleep_interval, "--sleep-interval", parsed(c.gfd_sleep_interval, parse_duration)),
+      apply(o.gfd_output_file, "--output-file", assign(c.gfd_output_file)),
+      apply(o.gfd_machine_type_file, "--machine-type-file", assign(c.gfd_machine_type_file)),
+  };
+  for (const auto& res : results) {
+    if (!res) return res;
+  }
+
+  // Cross-field rules (NVIDIA's, plus what our extensions need).
+  auto at = [&](const ReplicatedResource& rr) { return fmt::format("{}:{}", c.source, rr.line); };
+  if (c.sharing.kind == SharingKind::kMps) {
+    if (c.mig_strategy == MigStrategy::kMixed) {
+      return fail(ErrorCode::kInvalidArgument, "{}: sharing.mps cannot be used with migStrategy mixed", c.source);
+    }
+    c.sharing.fail_requests_greater_than_one = true;  // NVIDIA forces this for MPS
+    for (const auto& rr : c.sharing.resources) {
+      if (rr.name != "nvidia.com/gpu") {
+        return fail(ErrorCode::kInvalidArgument, "{}: sharing.mps: resource '{}': MPS shares whole GPUs only "
+                    "(nvidia.com/gpu); it cannot be used with MIG devices", at(rr), rr.name);
+      }
+    }
+  }
+  for (const auto& rr : c.sharing.resources) {
+    if (rr.name.starts_with("nvidia.com/mig-") && c.mig_strategy != MigStrategy::kMixed) {
+      return fail(ErrorCode::kInvalidArgument, "{}: resource '{}' exists only with migStrategy mixed (now {})", at(rr),
+                  rr.name, mig_strategy_name(c.mig_strategy));
+    }
+    if (rr.rename == rr.name) {
+      return fail(ErrorCode::kInvalidArgument, "{}: resource '{}': rename must differ from the name", at(rr), rr.name);
+    }
+  }
+  if (c.gfd_sleep_interval.count() < 1) {
+    return fail(ErrorCode::kInvalidArgument, "{}: flags.gfd.sleepInterval must be at least 1s", c.source);
+  }
+  if (!c.cdi_annotation_prefix.ends_with('/')) {
+    return fail(ErrorCode::kInvalidArgument, "{}: cdiAnnotationPrefix '{}' must end with '/'", c.source,
+                c.cdi_annotation_prefix);
+  }
+  return {};
+}
+
+Result<Config> load_config(const std::string& path, const Overrides& overrides) {
+  Config c;
+  c.source = "defaults";
+  if (!path.empty()) {
+    std::ifstream in(path);
+    if (!in) return fail(ErrorCode::kNotFound, "cannot read config file {}", path);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = parse_config(text.str(), path);
+    if (!parsed) return parsed;
+    c = std::move(*parsed);
+  }
+  if (auto ok = finalize(c, overrides); !ok) return std::unexpected(ok.error());
+  return c;
+}
+
+}  // namespace kgpu::sharing

@@ -1,0 +1,557 @@
+// The real `kgpu agent` binary on the fake NVML, driven by a kubelet peer that speaks the Device
+// Plugin v1beta1 wire contract by hand (test/peers/device_plugin_peer.h): registration, device
+// lists, Allocate for every strategy, preferred allocation on an NVLink topology, health changes
+// on injected XIDs and lost GPUs, kubelet restarts, config hot reload (good and bad), MIG layouts,
+// MPS limits and node labels.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "../peers/device_plugin_peer.h"
+#include "test_env.h"
+
+namespace kgpu::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Polls `cond` every 10 ms until it holds or `timeout` passes.
+template <typename F>
+bool eventually(F cond, std::chrono::milliseconds timeout = 5s) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return cond();
+}
+
+size_t count_health(const std::vector<DeviceEntry>& list, const std::string& health) {
+  return static_cast<size_t>(
+      std::count_if(list.begin(), list.end(), [&](const DeviceEntry& d) { return d.health == health; }));
+}
+
+// One agent process with its own directories, fake node and kubelet.
+class Agent {
+ public:
+  Agent(const std::string& node_yaml, const std::string& config_yaml, std::vector<std::string> extra = {},
+        std::vector<std::string> env = {})
+      : fake_(node_yaml), kubelet_((dir_.path() / "dp").string()) {
+    std::filesystem::create_directories(dir_.path() / "dp");
+    std::filesystem::create_directories(dir_.path() / "features.d");
+    config_ = dir_.write("config.yaml", config_yaml);
+    kubelet_.start();
+    port_ = free_port();
+    std::vector<std::string> argv{KGPU_BINARY,
+                                  "agent",
+                                  "--nvml-library",
+                                  KGPU_FAKE_NVML,
+                                  "-a",
+                                  "127.0.0.1:" + std::to_string(port_),
+                                  "--pod-resources-socket",
+                                  "",
+                                  "--device-plugin-dir",
+                                  (dir_.path() / "dp").string(),
+                                  "--cdi-root",
+                                  (dir_.path() / "cdi").string(),
+                                  "--output-file",
+                                  (dir_.path() / "features.d" / "gfd").string(),
+                                  "--machine-type-file",
+                                  dir_.write("product_name", "DGX H100\n"),
+                                  "--health-interval",
+                                  "100",
+                                  "--container-driver-root",
+                                  (dir_.path() / "no-driver-root").string()};
+    if (!config_yaml.empty()) {
+      argv.push_back("--config-file");
+      argv.push_back(config_);
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    env.push_back("KGPU_FAKE_NVML_CONFIG=" + fake_.path());
+    log_ = (dir_.path() / "agent.log").string();
+    process_ = std::make_unique<ChildProcess>(argv, env, log_);
+  }
+
+  KubeletRegistry& kubelet() { return kubelet_; }
+  FakeNodeFile& fake() { return fake_; }
+  const TempDir& dir() const { return dir_; }
+  std::string log() const { return slurp(log_); }
+  std::string config_path() const { return config_; }
+  std::string socket(const std::string& name) const { return (dir_.path() / "dp" / name).string(); }
+
+  // Waits for `n` registrations in total; returns them.
+  std::vector<Registration> registrations(size_t n) {
+    EXPECT_TRUE(kubelet_.wait_for_registrations(n, 10s)) << "registrations: " << kubelet_.registrations().size()
+                                                          << "\nagent log:\n"
+                                                          << log();
+    return kubelet_.registrations();
+  }
+
+  std::string metrics() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(2);
+    auto r = c.Get("/metrics");
+    return r ? r->body : "";
+  }
+
+ private:
+  TempDir dir_;
+  FakeNodeFile fake_;
+  KubeletRegistry kubelet_;
+  std::string config_, log_;
+  int port_ = 0;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+std::vector<DeviceEntry> first_list(PluginClient& client, size_t expected_size) {
+  client.watch();
+  auto list = client.wait_for_list([&](const auto& l) { return l.size() == expected_size; }, 5s);
+  EXPECT_TRUE(list.has_value()) << "no list of " << expected_size << " devices";
+  return list.value_or(std::vector<DeviceEntry>{});
+}
+
+constexpr const char* kH100 = "preset: hgx-h100-8\n";
+constexpr const char* kL4 = "preset: pcie-l4-4\n";
+
+TEST(DevicePlugin, ExclusiveGpusRegisterListAndAllocateWithCdi) {
+  Agent agent(kH100, "");
+  auto regs = agent.registrations(1);
+  ASSERT_EQ(regs.size(), 1u);
+  EXPECT_EQ(regs[0].version, "v1beta1");
+  EXPECT_EQ(regs[0].resource_name, "nvidia.com/gpu");
+  EXPECT_EQ(regs[0].endpoint, "nvidia-gpu.sock");
+  EXPECT_TRUE(regs[0].options.get_preferred_allocation_available);
+  EXPECT_FALSE(regs[0].options.pre_start_required);
+
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto options = client.options();
+  ASSERT_TRUE(options);
+  EXPECT_TRUE(options->get_preferred_allocation_available);
+  auto list = first_list(client, 8);
+  ASSERT_EQ(list.size(), 8u);
+  EXPECT_EQ(count_health(list, "Healthy"), 8u);
+  EXPECT_THAT(list[0].numa_nodes, ElementsAre(0));
+  EXPECT_THAT(list[7].numa_nodes, ElementsAre(1));
+
+  auto alloc = client.allocate({{list[2].id}, {list[3].id, list[4].id}});
+  ASSERT_TRUE(alloc) << alloc.error().message;
+  ASSERT_EQ(alloc->size(), 2u);
+  EXPECT_THAT(alloc->at(0).cdi_devices, ElementsAre("k8s.device-plugin.nvidia.com/gpu=" + list[2].id));
+  EXPECT_EQ(alloc->at(1).cdi_devices.size(), 2u);
+  EXPECT_TRUE(alloc->at(0).envs.empty()) << "the default strategy sets no NVIDIA_VISIBLE_DEVICES";
+  EXPECT_TRUE(client.pre_start({list[2].id}));
+
+  const auto spec = nlohmann::json::parse(slurp(agent.dir().path() / "cdi" / "k8s.device-plugin.nvidia.com-gpu.json"));
+  EXPECT_EQ(spec["kind"], "k8s.device-plugin.nvidia.com/gpu");
+  EXPECT_EQ(spec["devices"].size(), 16u);  // 8 GPUs, by UUID and by index
+  EXPECT_EQ(spec["devices"][0]["name"], list[0].id);
+
+  auto bad = client.allocate({{"GPU-nope"}});
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("unknown device ID 'GPU-nope'"));
+}
+
+TEST(DevicePlugin, TimeSlicingReplicasAndMaximumRequestSize) {
+  Agent agent(kL4, R"(version: v1
+sharing:
+  timeSlicing:
+    failRequestsGreaterThanOne: true
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+)", {"--device-list-strategy", "envvar"});
+  auto regs = agent.registrations(1);
+  ASSERT_EQ(regs[0].resource_name, "nvidia.com/gpu");
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 16);
+  ASSERT_EQ(list.size(), 16u);
+  EXPECT_THAT(list[5].id, ::testing::EndsWith("::1"));
+  auto two = client.allocate({{list[0].id, list[5].id}});
+  ASSERT_FALSE(two);
+  EXPECT_EQ(two.error().message, "invalid request: maximum request size for shared resources is 1");
+  auto one = client.allocate({{list[5].id}});
+  ASSERT_TRUE(one) << one.error().message;
+  const std::string gpu1 = list[5].id.substr(0, list[5].id.find("::"));
+  EXPECT_EQ(one->at(0).envs.at("NVIDIA_VISIBLE_DEVICES"), gpu1);
+}
+
+TEST(DevicePlugin, RenamedSharedResourceAndPerGpuReplicas) {
+  Agent agent(kL4, R"(version: v1
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      rename: nvidia.com/gpu.shared
+      replicas: 2
+      devices: [0, 1]
+    - name: nvidia.com/gpu
+      rename: nvidia.com/gpu.shared
+      replicas: 8
+      devices: [2]
+)");
+  auto regs = agent.registrations(2);
+  std::map<std::string, std::string> endpoints;
+  for (const auto& r : regs) endpoints[r.resource_name] = r.endpoint;
+  EXPECT_EQ(endpoints["nvidia.com/gpu"], "nvidia-gpu.sock");
+  EXPECT_EQ(endpoints["nvidia.com/gpu.shared"], "nvidia-gpu.shared.sock");
+  PluginClient whole(agent.socket("nvidia-gpu.sock")), shared(agent.socket("nvidia-gpu.shared.sock"));
+  EXPECT_EQ(first_list(whole, 1).size(), 1u);       // GPU 3 stays exclusive
+  EXPECT_EQ(first_list(shared, 12).size(), 12u);    // 2 + 2 + 8
+}
+
+TEST(DevicePlugin, AllocateForEveryDeviceListStrategy) {
+  struct Case {
+    std::string flags;
+    std::function<void(const ContainerAllocation&, const std::string&)> check;
+  };
+  const std::vector<Case> cases{
+      {"envvar",
+       [](const ContainerAllocation& a, const std::string& id) {
+         EXPECT_EQ(a.envs.at("NVIDIA_VISIBLE_DEVICES"), id);
+         EXPECT_TRUE(a.mounts.empty());
+       }},
+      {"volume-mounts",
+       [](const ContainerAllocation& a, const std::string& id) {
+         EXPECT_EQ(a.envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+         ASSERT_EQ(a.mounts.size(), 1u);
+         EXPECT_EQ(a.mounts[0].container_path, "/var/run/nvidia-container-devices/" + id);
+         EXPECT_EQ(a.mounts[0].host_path, "/dev/null");
+       }},
+      {"cdi-annotations",
+       [](const ContainerAllocation& a, const std::string& id) {
+         ASSERT_EQ(a.annotations.size(), 1u);
+         EXPECT_THAT(a.annotations.begin()->first, ::testing::StartsWith("cdi.k8s.io/"));
+         EXPECT_EQ(a.annotations.begin()->second, "k8s.device-plugin.nvidia.com/gpu=" + id);
+       }},
+      {"cdi-cri",
+       [](const ContainerAllocation& a, const std::string& id) {
+         EXPECT_THAT(a.cdi_devices, ElementsAre("k8s.device-plugin.nvidia.com/gpu=" + id));
+       }},
+  };
+  // One agent; the strategy changes by hot reload (same advertisement: no re-registration).
+  Agent agent(kL4, "flags:\n  plugin:\n    deviceListStrategy: envvar\n");
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 4);
+  ASSERT_EQ(list.size(), 4u);
+  int generation = 1;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.flags);
+    if (c.flags != "envvar") {
+      std::ofstream(agent.config_path()) << "flags:\n  plugin:\n    deviceListStrategy: " << c.flags << "\n";
+      ++generation;
+      ASSERT_TRUE(eventually([&] {
+        return agent.metrics().find("kgpu_device_plugin_config_generation " + std::to_string(generation)) !=
+               std::string::npos;
+      })) << agent.log();
+    }
+    auto a = client.allocate({{list[1].id}});
+    ASSERT_TRUE(a) << a.error().message;
+    c.check(a->at(0), list[1].id);
+  }
+  EXPECT_EQ(agent.kubelet().registrations().size(), 1u) << "a list-strategy change must not re-register";
+  // Index IDs and device specs.
+  std::ofstream(agent.config_path()) << "flags:\n  plugin:\n    deviceListStrategy: envvar\n"
+                                        "    deviceIDStrategy: index\n    passDeviceSpecs: true\n"
+                                        "  nvidiaDevRoot: " << agent.dir().path().string() << "\n";
+  std::filesystem::create_directories(agent.dir().path() / "dev");
+  for (const char* n : {"nvidia1", "nvidiactl", "nvidia-uvm"}) std::ofstream(agent.dir().path() / "dev" / n) << "";
+  ASSERT_TRUE(eventually([&] {
+    auto a = client.allocate({{list[1].id}});
+    return a && a->at(0).envs.count("NVIDIA_VISIBLE_DEVICES") && a->at(0).envs.at("NVIDIA_VISIBLE_DEVICES") == "1";
+  })) << agent.log();
+  auto a = client.allocate({{list[1].id}});
+  ASSERT_TRUE(a);
+  std::vector<std::string> specs;
+  for (const auto& d : a->at(0).devices) specs.push_back(d.container_path + "<-" + d.host_path + ":" + d.permissions);
+  const std::string root = agent.dir().path().string();
+  EXPECT_THAT(specs, ElementsAre("/dev/nvidia1<-" + root + "/dev/nvidia1:rw", "/dev/nvidiactl<-" + root +
+                                                                                  "/dev/nvidiactl:rw",
+                                 "/dev/nvidia-uvm<-" + root + "/dev/nvidia-uvm:rw"));
+}
+
+TEST(DevicePlugin, PreferredAllocationFollowsNvLink) {
+  // Two NVLink islands on an A100 node without NVSwitch: {0,1,2,3} and {4,5,6,7}.
+  Agent agent("preset: dgx-a100-8\ntopology:\n  nvlink: [[0, 1, 2, 3], [4, 5, 6, 7]]\n", "");
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 8);
+  ASSERT_EQ(list.size(), 8u);
+  auto id = [&](int i) { return list[static_cast<size_t>(i)].id; };
+  auto pref = client.preferred({{{id(0), id(4), id(5)}, {}, 2}, {{id(0), id(1), id(4), id(5)}, {id(4)}, 2},
+                                {{id(0), id(2), id(3), id(4), id(5), id(6), id(7)}, {}, 4}});
+  ASSERT_TRUE(pref) << pref.error().message;
+  ASSERT_EQ(pref->size(), 3u);
+  EXPECT_THAT(pref->at(0), ElementsAre(id(4), id(5)));
+  EXPECT_THAT(pref->at(1), ElementsAre(id(4), id(5)));
+  EXPECT_THAT(pref->at(2), ElementsAre(id(4), id(5), id(6), id(7)));
+}
+
+TEST(DevicePlugin, XidMarksUnhealthyAndTheRecoveryRuleReturnsIt) {
+  Agent agent(kL4 + std::string("faults:\n  xids: []\n"),
+              "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n",
+              {"--health-recovery", "2s"});
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 8);
+  ASSERT_EQ(list.size(), 8u);
+  // An application XID (31) is ignored; a hardware one (48, double-bit ECC) on GPU 2 is not.
+  agent.fake().rewrite(kL4 + std::string("faults:\n  xids:\n  - {gpu: 2, xid: 31}\n"));
+  std::this_thread::sleep_for(700ms);
+  EXPECT_EQ(count_health(client.lists().back(), "Unhealthy"), 0u);
+  const auto t0 = std::chrono::steady_clock::now();
+  agent.fake().rewrite(kL4 + std::string("faults:\n  xids:\n  - {gpu: 2, xid: 31}\n  - {gpu: 2, xid: 48}\n"));
+  auto bad = client.wait_for_list([](const auto& l) { return count_health(l, "Unhealthy") == 2; }, 5s);
+  ASSERT_TRUE(bad) << agent.log();
+  EXPECT_EQ((*bad)[4].health, "Unhealthy");  // both replicas of GPU 2
+  EXPECT_EQ((*bad)[5].health, "Unhealthy");
+  EXPECT_THAT(agent.metrics(), HasSubstr("kgpu_device_plugin_devices{resource=\"nvidia.com/gpu\",health=\"unhealthy\"} 2"));
+  // Recovery: no new fault for 2 s and the GPU answers.
+  auto good = client.wait_for_list([](const auto& l) { return count_health(l, "Unhealthy") == 0; }, 6s);
+  ASSERT_TRUE(good) << agent.log();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1900ms);
+  EXPECT_THAT(agent.log(), HasSubstr("returned to Healthy"));
+}
+
+TEST(DevicePlugin, LostGpuIsUnhealthyAndOthersStayHealthy) {
+  Agent agent(kL4, "", {"--health-recovery", "0"});
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 4);
+  agent.fake().rewrite(kL4 + std::string("faults:\n  lost: [3]\n"));
+  auto bad = client.wait_for_list([](const auto& l) { return count_health(l, "Unhealthy") == 1; }, 5s);
+  ASSERT_TRUE(bad) << agent.log();
+  EXPECT_EQ((*bad)[3].health, "Unhealthy");
+  EXPECT_EQ(bad->size(), 4u) << "a lost GPU stays advertised (capacity), as Unhealthy";
+  // --health-recovery 0 is NVIDIA's rule: never healthy again, even when the GPU answers.
+  agent.fake().rewrite(kL4);
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(count_health(client.lists().back(), "Unhealthy"), 1u);
+  auto ok = client.allocate({{list[0].id}});
+  EXPECT_TRUE(ok) << "the other GPUs keep working";
+}
+
+TEST(DevicePlugin, KubeletRestartMeansServeAndRegisterAgainWithinASecond) {
+  Agent agent("preset: dgx-a100-8\ngpus:\n  - index: 0\n    mig:\n      enabled: true\n      instances: "
+              "[{profile: 3g.40gb}, {profile: 3g.40gb}]\n",
+              "", {"--mig-strategy", "mixed"});
+  auto regs = agent.registrations(2);
+  ASSERT_EQ(regs.size(), 2u);
+  const auto t0 = std::chrono::steady_clock::now();
+  agent.kubelet().restart();  // deletes every socket, then serves a new kubelet.sock
+  regs = agent.registrations(4);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 1s) << "re-registration took "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  std::set<std::string> again{regs[2].resource_name, regs[3].resource_name};
+  EXPECT_THAT(again, ElementsAre("nvidia.com/gpu", "nvidia.com/mig-3g.40gb"));
+  // The plugin serves on its socket again.
+  PluginClient client(agent.socket("nvidia-mig-3g.40gb.sock"));
+  EXPECT_EQ(first_list(client, 2).size(), 2u);
+}
+
+TEST(DevicePlugin, OwnSocketDeletedMeansServeAndRegisterAgain) {
+  Agent agent(kL4, "");
+  agent.registrations(1);
+  ::unlink(agent.socket("nvidia-gpu.sock").c_str());
+  agent.registrations(2);
+  struct stat st {};
+  EXPECT_EQ(::stat(agent.socket("nvidia-gpu.sock").c_str(), &st), 0);
+}
+
+TEST(DevicePlugin, HotReloadReRegistersOnlyWhatChanged) {
+  // MIG mixed on GPU 0, whole GPUs 1-7; the reload changes only nvidia.com/gpu (replicas).
+  const std::string node = "preset: dgx-a100-8\ngpus:\n  - index: 0\n    mig:\n      enabled: true\n"
+                           "      instances: [{profile: 3g.40gb}, {profile: 3g.40gb}]\n";
+  Agent agent(node, "flags:\n  migStrategy: mixed\n");
+  auto regs = agent.registrations(2);
+  PluginClient mig(agent.socket("nvidia-mig-3g.40gb.sock"));
+  ASSERT_EQ(first_list(mig, 2).size(), 2u);
+  // ConfigMap-style update: the file is a symlink through ..data, swapped atomically.
+  const auto dir = agent.dir().path();
+  std::filesystem::create_directories(dir / "cm" / "..v1");
+  std::ofstream(dir / "cm" / "..v1" / "config.yaml")
+      << "flags:\n  migStrategy: mixed\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+         "      replicas: 3\n";
+  std::filesystem::create_directory_symlink("..v1", dir / "cm" / "..data");
+  std::filesystem::create_symlink("..data/config.yaml", dir / "cm" / "config.yaml");
+  // Point the watched path at the ConfigMap layout by replacing it with a symlink.
+  std::filesystem::remove(agent.config_path());
+  std::filesystem::create_symlink(dir / "cm" / "config.yaml", agent.config_path());
+  regs = agent.registrations(3);
+  EXPECT_EQ(regs[2].resource_name, "nvidia.com/gpu");
+  PluginClient gpu(agent.socket("nvidia-gpu.sock"));
+  EXPECT_EQ(first_list(gpu, 21).size(), 21u);  // 7 GPUs x 3
+  // The MIG resource kept its server and stream: no new registration, stream still open.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(agent.kubelet().registrations().size(), 3u);
+  EXPECT_FALSE(mig.stream_ended());
+  // A second swap, as the kubelet does it: new ..v2 directory, ..data re-pointed by rename.
+  std::filesystem::create_directories(dir / "cm" / "..v2");
+  std::ofstream(dir / "cm" / "..v2" / "config.yaml")
+      << "flags:\n  migStrategy: mixed\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+         "      replicas: 2\n";
+  std::filesystem::create_directory_symlink("..v2", dir / "cm" / "..data_tmp");
+  std::filesystem::rename(dir / "cm" / "..data_tmp", dir / "cm" / "..data");
+  regs = agent.registrations(4);
+  PluginClient gpu2(agent.socket("nvidia-gpu.sock"));
+  EXPECT_EQ(first_list(gpu2, 14).size(), 14u);
+  EXPECT_EQ(agent.kubelet().registrations().size(), 4u);
+  EXPECT_THAT(agent.metrics(), HasSubstr("kgpu_device_plugin_config_reloads_total{result=\"success\"} 2"));
+}
+
+TEST(DevicePlugin, BadConfigIsRejectedAndTheLastGoodKeepsRunning) {
+  const std::string good = "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n";
+  Agent agent(kL4, good, {"--device-list-strategy", "envvar"});
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 8);
+  std::ofstream(agent.config_path()) << "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                                        "      replicas: 1\n";
+  ASSERT_TRUE(eventually([&] {
+    return agent.metrics().find("\nkgpu_device_plugin_config_last_reload_successful 0\n") != std::string::npos;
+  })) << agent.log();
+  EXPECT_THAT(agent.log(), HasSubstr(agent.config_path() +
+                                     ":5: sharing.timeSlicing.resources[0].replicas: must be at least 2, got 1"));
+  EXPECT_THAT(agent.log(), HasSubstr("keeping the last good config"));
+  EXPECT_THAT(agent.metrics(), HasSubstr("kgpu_device_plugin_config_reloads_total{result=\"failure\"} 1"));
+  auto a = client.allocate({{list[3].id}});
+  ASSERT_TRUE(a) << "the old plan still answers";
+  EXPECT_EQ(client.lists().back().size(), 8u);
+  EXPECT_FALSE(client.stream_ended());
+  // Not YAML at all: rejected too.
+  std::ofstream(agent.config_path()) << "sharing: [unclosed\n";
+  ASSERT_TRUE(eventually([&] { return agent.log().find("not valid YAML") != std::string::npos; })) << agent.log();
+  // Fixed: applied, and the gauge returns to 1.
+  std::ofstream(agent.config_path()) << good << "      devices: all\n";
+  ASSERT_TRUE(eventually([&] {
+    return agent.metrics().find("\nkgpu_device_plugin_config_last_reload_successful 1\n") != std::string::npos;
+  })) << agent.log();
+  EXPECT_EQ(agent.kubelet().registrations().size(), 1u);
+}
+
+TEST(DevicePlugin, MigSingleUniformLayout) {
+  std::string node = "preset: dgx-a100-8\ngpus:\n";
+  for (int i = 0; i < 8; ++i) {
+    node += "  - index: " + std::to_string(i) +
+            "\n    mig: {enabled: true, instances: [{profile: 2g.20gb}, {profile: 2g.20gb}, {profile: 2g.20gb}]}\n";
+  }
+  Agent agent(node, "flags:\n  migStrategy: single\n");
+  auto regs = agent.registrations(1);
+  EXPECT_EQ(regs[0].resource_name, "nvidia.com/gpu");
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 24);
+  ASSERT_EQ(list.size(), 24u);
+  EXPECT_THAT(list[0].id, ::testing::StartsWith("MIG-"));
+  const auto path = agent.dir().path() / "features.d" / "gfd";
+  ASSERT_TRUE(eventually([&] { return slurp(path).find("mig.strategy") != std::string::npos; })) << agent.log();
+  const auto labels = slurp(path);
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/mig.strategy=single\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-MIG-2g.20gb\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.count=24\n"));
+}
+
+TEST(DevicePlugin, MigSingleWithMixedLayoutsFailsAtStartWithAClearError) {
+  const std::string node = slurp(std::string(KGPU_SOURCE_DIR) + "/examples/nodes/dgx-a100-mig.yaml");
+  Agent agent(node, "flags:\n  migStrategy: single\n");
+  ASSERT_TRUE(eventually([&] { return agent.log().find("migStrategy single") != std::string::npos; })) << agent.log();
+  EXPECT_THAT(agent.log(), HasSubstr("use migStrategy mixed"));
+  EXPECT_TRUE(agent.kubelet().registrations().empty());
+}
+
+TEST(DevicePlugin, MigMixedLayout) {
+  const std::string node = slurp(std::string(KGPU_SOURCE_DIR) + "/examples/nodes/dgx-a100-mig.yaml");
+  Agent agent(node, "flags:\n  migStrategy: mixed\n");
+  auto regs = agent.registrations(4);
+  std::set<std::string> names;
+  for (const auto& r : regs) names.insert(r.resource_name);
+  EXPECT_THAT(names, ElementsAre("nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb",
+                                 "nvidia.com/mig-3g.40gb"));
+  PluginClient small(agent.socket("nvidia-mig-1g.10gb.sock"));
+  EXPECT_EQ(first_list(small, 9).size(), 9u);
+  PluginClient whole(agent.socket("nvidia-gpu.sock"));
+  EXPECT_EQ(first_list(whole, 6).size(), 6u);
+  const auto path = agent.dir().path() / "features.d" / "gfd";
+  ASSERT_TRUE(eventually([&] { return slurp(path).find("mig.strategy") != std::string::npos; })) << agent.log();
+  const auto labels = slurp(path);
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/mig.strategy=mixed\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/mig-1g.10gb.count=9\n"));
+}
+
+TEST(DevicePlugin, MpsLimitsGoToTheControlDaemon) {
+  TempDir bin;
+  const std::string record = (bin.path() / "mps.log").string();
+  const std::string script = bin.write("nvidia-cuda-mps-control",
+                                       "#!/bin/sh\n{ echo \"args:$*\"; echo \"pipe:$CUDA_MPS_PIPE_DIRECTORY\";"
+                                       " echo \"visible:$CUDA_VISIBLE_DEVICES\"; cat; } >> " +
+                                           record + "\n");
+  ::chmod(script.c_str(), 0755);
+  TempDir mps;
+  const char* path = std::getenv("PATH");
+  Agent agent(kL4,
+              "flags:\n  mpsRoot: " + mps.path().string() +
+                  "\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n",
+              {}, {"PATH=" + bin.path().string() + ":" + (path ? path : "/usr/bin:/bin")});
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 16);
+  auto a = client.allocate({{list[0].id}});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->at(0).envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
+  ASSERT_EQ(a->at(0).mounts.size(), 2u);
+  EXPECT_EQ(a->at(0).mounts[0].host_path, mps.path().string() + "/nvidia.com/gpu/pipe");
+  const std::string log = slurp(record);
+  EXPECT_THAT(log, HasSubstr("args:-d\npipe:" + mps.path().string() + "/nvidia.com/gpu/pipe\n"));
+  EXPECT_THAT(log, HasSubstr("set_default_device_pinned_mem_limit 0 5758M\n"));  // 23034 MiB / 4
+  EXPECT_THAT(log, HasSubstr("set_default_device_pinned_mem_limit 3 5758M\n"));
+  EXPECT_THAT(log, HasSubstr("set_default_active_thread_percentage 25\n"));
+  auto two = client.allocate({{list[0].id, list[1].id}});
+  ASSERT_FALSE(two);
+  EXPECT_EQ(two.error().message, "invalid request: maximum request size for shared resources is 1");
+}
+
+TEST(DevicePlugin, MpsWithoutTheControlToolSaysLimitsAreNotEnforced) {
+  Agent agent(kL4, "sharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n", {},
+              {"PATH=/nonexistent"});
+  agent.registrations(1);
+  EXPECT_THAT(agent.log(), HasSubstr("limits are NOT enforced"));
+}
+
+TEST(DevicePlugin, LabelsForTimeSlicing) {
+  Agent agent(kL4, "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n");
+  agent.registrations(1);
+  const auto path = agent.dir().path() / "features.d" / "gfd";
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(path); }));
+  const auto labels = slurp(path);
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.product=NVIDIA-L4-SHARED\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.count=4\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.replicas=4\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.sharing-strategy=time-slicing\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.machine=DGX-H100\n"));
+  // Relabelled on config change.
+  std::ofstream(agent.config_path()) << "";
+  ASSERT_TRUE(eventually([&] { return slurp(path).find("nvidia.com/gpu.product=NVIDIA-L4\n") != std::string::npos; }))
+      << agent.log();
+  EXPECT_THAT(slurp(path), HasSubstr("nvidia.com/gpu.sharing-strategy=none\n"));
+}
+
+}  // namespace
+}  // namespace kgpu::testing
