@@ -40,6 +40,7 @@ test: test-plain test-asan
 bench: build
 	$(BUILD)/bench/gpu_bench
 	$(BUILD)/bench/agent_load 20 2000
+	$(BUILD)/bench/device_plugin_bench
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -600,6 +600,9 @@ void DevicePluginManager::write_labels() {
     LabelOptions lo;
     lo.mig_strategy = sharing::mig_strategy_name(config_.mig_strategy);
     lo.machine = read_machine_type(config_.gfd_machine_type_file);
+    for (const auto& g : inventory_.gpus) {
+      if (auto c = read_pci_class(g.pci.bus_id, opt_.pci_devices_dir)) lo.pci_class[g.index] = *c;
+    }
     if (!config_.gfd_no_timestamp) {
       lo.timestamp = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())

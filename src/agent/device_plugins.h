@@ -44,6 +44,7 @@ struct DevicePluginOptions {
   sharing::Overrides overrides;
   std::string cdi_root = "/var/run/cdi";  // where the CDI spec goes ("" = do not write)
   std::string proc_root = "/proc";        // for /proc/driver/nvidia-caps/mig-minors
+  std::string pci_devices_dir = "/sys/bus/pci/devices";  // PCI class of each GPU (gpu.mode label)
   bool labels = true;                     // write the GFD labels file
   std::string node_name;
 

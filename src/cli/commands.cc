@@ -260,13 +260,13 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--config-file", dp.config_file, "Sharing config file (NVIDIA device plugin format, version v1)")
       ->envname("CONFIG_FILE");
   agent_cmd->add_option("--mig-strategy", ov.mig_strategy, "none, single or mixed")->envname("MIG_STRATEGY");
-  agent_cmd->add_option("--fail-on-init-error", ov.fail_on_init_error, "true or false")->envname("FAIL_ON_INIT_ERROR");
+  agent_cmd->add_flag("--fail-on-init-error{true}", ov.fail_on_init_error, "Exit when the GPUs cannot be read or planned (default true)")->envname("FAIL_ON_INIT_ERROR");
   agent_cmd->add_option("--nvidia-driver-root", ov.nvidia_driver_root, "Root of the driver installation on the host")
       ->envname("NVIDIA_DRIVER_ROOT");
   agent_cmd->add_option("--dev-root", ov.nvidia_dev_root, "Root of /dev on the host (default: the driver root)")
       ->envname("NVIDIA_DEV_ROOT");
   agent_cmd->add_option("--mps-root", ov.mps_root, "Host directory for MPS pipes and shm")->envname("MPS_ROOT");
-  agent_cmd->add_option("--pass-device-specs", ov.pass_device_specs, "true: add /dev/nvidia* DeviceSpecs")
+  agent_cmd->add_flag("--pass-device-specs{true}", ov.pass_device_specs, "Add /dev/nvidia* DeviceSpecs to Allocate")
       ->envname("PASS_DEVICE_SPECS");
   agent_cmd
       ->add_option("--device-list-strategy", ov.device_list_strategy,
@@ -298,9 +298,9 @@ int run(int argc, char** argv) {
       ->envname("GFD_OUTPUT_FILE");
   agent_cmd->add_option("--sleep-interval", ov.gfd_sleep_interval, "Time between label refreshes (60s)")
       ->envname("GFD_SLEEP_INTERVAL");
-  agent_cmd->add_option("--no-timestamp", ov.gfd_no_timestamp, "true: no nvidia.com/gfd.timestamp label")
+  agent_cmd->add_flag("--no-timestamp{true}", ov.gfd_no_timestamp, "No nvidia.com/gfd.timestamp label")
       ->envname("GFD_NO_TIMESTAMP");
-  agent_cmd->add_option("--oneshot", ov.gfd_oneshot, "true: write the labels once")->envname("GFD_ONESHOT");
+  agent_cmd->add_flag("--oneshot{true}", ov.gfd_oneshot, "Write the labels once (at start and on config changes), not every interval")->envname("GFD_ONESHOT");
   agent_cmd->add_option("--machine-type-file", ov.gfd_machine_type_file, "Source of nvidia.com/gpu.machine")
       ->envname("GFD_MACHINE_TYPE_FILE");
 
