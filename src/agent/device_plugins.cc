@@ -113,6 +113,11 @@ DevicePluginManager::FileStamp DevicePluginManager::stamp(const std::string& pat
           static_cast<long long>(st.st_size)};
 }
 
+const std::set<uint64_t>& reset_required_xids() {
+  static const std::set<uint64_t> kReset{48, 62, 64, 74, 79, 92, 95, 119, 120, 140};
+  return kReset;
+}
+
 const std::set<uint64_t>& default_ignored_xids() {
   static const std::set<uint64_t> kIgnored{13, 31, 43, 45, 68, 109};
   return kIgnored;
@@ -126,20 +131,31 @@ DevicePluginManager::DevicePluginManager(gpu::Node& node, DevicePluginOptions op
     mps_ = own_mps_.get();
   }
   ignored_xids_ = default_ignored_xids();
-  const std::string dh = trim(opt_.disable_health_checks);
-  if (dh == "all" || dh == "xids") {
-    xid_health_ = false;
-  } else if (!dh.empty()) {
-    std::stringstream in(dh);
+  // NVIDIA's reading: case-insensitive; "all" or "xids" anywhere disables XID health; otherwise a
+  // comma-separated list of more XIDs to ignore. DP_ENABLE_HEALTHCHECKS lists XIDs to watch even
+  // though they are ignored by default.
+  std::string dh = trim(opt_.disable_health_checks);
+  std::transform(dh.begin(), dh.end(), dh.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto xids = [](const std::string& list, const char* var) {
+    std::set<uint64_t> out;
+    std::stringstream in(list);
     std::string item;
     while (std::getline(in, item, ',')) {
+      if (trim(item).empty()) continue;
       try {
-        ignored_xids_.insert(std::stoull(trim(item)));
+        out.insert(std::stoull(trim(item)));
       } catch (const std::exception&) {
-        log("DP_DISABLE_HEALTHCHECKS: '{}' is not an XID number; ignored", item);
+        log("{}: '{}' is not an XID number; ignored", var, item);
       }
     }
+    return out;
+  };
+  if (dh.find("all") != std::string::npos || dh.find("xids") != std::string::npos) {
+    xid_health_ = false;
+  } else {
+    for (auto x : xids(dh, "DP_DISABLE_HEALTHCHECKS")) ignored_xids_.insert(x);
   }
+  for (auto x : xids(opt_.enable_health_checks, "DP_ENABLE_HEALTHCHECKS")) ignored_xids_.erase(x);
 }
 
 DevicePluginManager::~DevicePluginManager() { stop(); }
@@ -160,21 +176,49 @@ sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c) con
   h.exists = [view](const std::string& p) { return ::access(view(p).c_str(), F_OK) == 0; };
   h.mig_caps = sharing::parse_mig_minors(read_file(opt_.proc_root + "/driver/nvidia-caps/mig-minors"));
   h.driver_mounts = sharing::discover_driver_files(root, [view](const std::string& dir) { return list_dir(view(dir)); });
+  for (const char* ctk : {"/usr/bin/nvidia-ctk", "/usr/local/nvidia/toolkit/nvidia-ctk"}) {
+    if (h.exists(ctk)) {
+      h.ldcache_hook = ctk;
+      break;
+    }
+  }
   return h;
+}
+
+void DevicePluginManager::start_event_watcher() {
+  if (events_) events_->stop();
+  events_.reset();
+  if (!xid_health_) return;
+  auto w = gpu::EventWatcher::start(node_, [this](const gpu::Event& e) { on_event(e); });
+  if (w) {
+    events_ = std::move(*w);
+    for (const auto& e : events_->registration_errors()) log("health: {}", e);
+  } else {
+    log("health: no XID events ({}); devices are checked by polling only", w.error().message);
+  }
 }
 
 Result<void> DevicePluginManager::start() {
   kubelet_stamp_ = stamp(opt_.plugin_dir + "/" + kubelet::kKubeletSocketName);
   kubelet_stamp_.size = 0;
-  if (auto ok = load_and_apply(true); !ok) return ok;
-  if (xid_health_) {
-    auto w = gpu::EventWatcher::start(node_, [this](const gpu::Event& e) { on_event(e); });
-    if (w) {
-      events_ = std::move(*w);
-      for (const auto& e : events_->registration_errors()) log("health: {}", e);
-    } else {
-      log("health: no XID events ({}); devices are checked by polling only", w.error().message);
+  if (auto ok = load_and_apply(true); !ok) {
+    // failOnInitError (flag, variable, else the file's, default true) decides whether a node that
+    // cannot be planned stops the agent or keeps serving metrics while the config is retried.
+    bool fail_on_error = true;
+    if (opt_.overrides.fail_on_init_error) {
+      fail_on_error = *opt_.overrides.fail_on_init_error != "false" && *opt_.overrides.fail_on_init_error != "0";
+    } else if (auto parsed = sharing::parse_config(config_text_attempt_, opt_.config_file)) {
+      fail_on_error = parsed->fail_on_init_error;
     }
+    if (fail_on_error) return ok;
+    log("device plugin not started: {}; failOnInitError is false: serving metrics and retrying the config",
+        ok.error().message);
+    std::lock_guard lock(mu_);
+    last_reload_error_ = ok.error().message;
+    last_rejected_text_ = config_text_attempt_;
+  }
+  if (xid_health_) {
+    start_event_watcher();
   } else {
     log("health: XID health checks disabled by DP_DISABLE_HEALTHCHECKS={}", opt_.disable_health_checks);
   }
@@ -195,32 +239,36 @@ void DevicePluginManager::stop() {
   if (thread_.joinable()) thread_.join();
   if (events_) events_->stop();
   events_.reset();
+  // MPS daemons are left running: their clients outlive the agent (a rolling update).
   for (auto& [name, server] : servers_) server->stop();
   servers_.clear();
-  std::vector<std::string> mps_resources;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& r : plan_.resources) {
-      if (r.sharing == sharing::SharingKind::kMps) mps_resources.push_back(r.name);
-    }
-  }
-  for (const auto& r : mps_resources) mps_->remove(config_.mps_root, r);
 }
 
 Result<void> DevicePluginManager::load_and_apply(bool initial) {
   std::string text;
   sharing::Config config;
+  config.source = "defaults";
   if (!opt_.config_file.empty()) {
     // Stamp first: a change after this point is seen by the next check_config().
     if (initial) config_stamp_ = stamp(opt_.config_file);
-    bool ok = false;
-    text = read_file(opt_.config_file, &ok);
-    if (!ok) return fail(ErrorCode::kNotFound, "cannot read config file {}", opt_.config_file);
-    auto parsed = sharing::parse_config(text, opt_.config_file);
-    if (!parsed) return std::unexpected(parsed.error());
-    config = std::move(*parsed);
-  } else {
-    config.source = "defaults";
+    struct stat st {};
+    if (::stat(opt_.config_file.c_str(), &st) != 0) {
+      // An optional ConfigMap that is not there (yet): the defaults, until the file appears.
+      if (initial || !config_text_.empty()) {
+        log("config file {} does not exist: using the defaults; the file is watched", opt_.config_file);
+      }
+    } else if (!S_ISREG(st.st_mode)) {
+      return fail(ErrorCode::kInvalidArgument, "config file {} is not a regular file (a directory? name the file in it)",
+                  opt_.config_file);
+    } else {
+      bool ok = false;
+      text = read_file(opt_.config_file, &ok);
+      config_text_attempt_ = text;
+      if (!ok) return fail(ErrorCode::kNotFound, "cannot read config file {}", opt_.config_file);
+      auto parsed = sharing::parse_config(text, opt_.config_file);
+      if (!parsed) return std::unexpected(parsed.error());
+      config = std::move(*parsed);
+    }
   }
   if (auto ok = sharing::finalize(config, opt_.overrides); !ok) return std::unexpected(ok.error());
   auto inv = node_.inventory();
@@ -239,6 +287,7 @@ Result<void> DevicePluginManager::load_and_apply(bool initial) {
     log("config {}: applied", config.source);
     std::lock_guard lock(mu_);
     ++reloads_ok_;
+    last_rejected_text_.reset();
   }
   apply_plan(std::move(*plan), std::move(config), std::move(merged));
   return {};
@@ -292,14 +341,14 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
     } else if (before != nullptr && before->sharing == sharing::SharingKind::kMps) {
       mps_->remove(config_.mps_root, r.name);
     }
-    if (it != servers_.end() && before != nullptr && sharing::same_advertisement(*before, r) &&
-        it->second->socket_present()) {
+    if (it != servers_.end()) {
+      // The kubelet takes any new device list through the open ListAndWatch stream; restarting the
+      // server would make it mark the resource unhealthy until we register again.
+      if (before != nullptr && !sharing::same_advertisement(*before, r)) {
+        log("{}: now {} devices (was {})", r.name, r.devices.size(), before->devices.size());
+      }
       it->second->set_devices(states[r.name]);
       continue;
-    }
-    if (it != servers_.end()) {
-      it->second->stop();
-      servers_.erase(it);
     }
     const std::string name = r.name;
     kubelet::PluginCallbacks cb;
@@ -327,10 +376,11 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
     server->set_devices(states[name]);
     if (auto ok = server->start(); !ok) {
       log("{}", ok.error().message);
+      serve_error_[name] = ok.error().message;
     } else {
       log("{}: serving {} devices on {}", name, r.devices.size(), server->socket_path());
+      register_one(*server);
     }
-    register_one(*server);
     servers_[name] = std::move(server);
   }
   write_labels();
@@ -363,8 +413,9 @@ void DevicePluginManager::control_loop() {
   while (true) {
     {
       std::unique_lock lock(stop_mu_);
-      stop_cv_.wait_for(lock, opt_.poll_interval, [&] { return stopping_; });
+      stop_cv_.wait_for(lock, opt_.poll_interval, [&] { return stopping_ || dirty_; });
       if (stopping_) return;
+      dirty_ = false;
     }
     const auto now = Clock::now();
     check_sockets();
@@ -400,12 +451,25 @@ void DevicePluginManager::check_sockets() {
   if (retry_due) next_register_ = Clock::now() + std::chrono::seconds(1);
   for (auto& [name, server] : servers_) {
     bool again = kubelet_new;
-    if (!server->socket_present()) {
-      log("{}: socket {} was removed: serving again", name, server->socket_path());
+    if (!server->running() || !server->socket_present()) {
+      // Serving failed before (retried once a second, logged when the reason changes), or the
+      // socket was deleted (a restarting kubelet does that).
+      if (server->running()) log("{}: socket {} was removed: serving again", name, server->socket_path());
+      if (!server->running() && !retry_due) continue;
       if (auto ok = server->start(); !ok) {
-        log("{}", ok.error().message);
+        if (serve_error_[name] != ok.error().message) log("{}", ok.error().message);
+        serve_error_[name] = ok.error().message;
         continue;
       }
+      if (!serve_error_[name].empty()) log("{}: serving on {}", name, server->socket_path());
+      serve_error_[name].clear();
+      again = true;
+    }
+    if (server->stream_lost(std::chrono::seconds(2))) {
+      // The kubelet closed ListAndWatch and did not come back (without deleting our socket):
+      // only a new registration makes it connect again.
+      log("{}: the kubelet closed its ListAndWatch stream: registering again", name);
+      server->forget_streams();
       again = true;
     }
     bool registered = false;
@@ -428,18 +492,33 @@ void DevicePluginManager::check_config() {
   next_full_config_read_ = now + std::chrono::seconds(10);
   config_stamp_ = s;
   bool ok = false;
-  const std::string text = read_file(opt_.config_file, &ok);
-  if (ok && text == config_text_) return;
+  const std::string text = s.inode == 0 ? std::string() : read_file(opt_.config_file, &ok);
+  {
+    std::lock_guard lock(mu_);
+    if (text == config_text_ && generation_ > 0) {
+      // Back to the config in use (e.g. a bad edit reverted): nothing to apply, nothing wrong.
+      last_reload_error_.clear();
+      last_rejected_text_.reset();
+      return;
+    }
+    if (last_rejected_text_ && *last_rejected_text_ == text) return;  // rejected already: not again
+  }
   auto applied = load_and_apply(false);
   if (applied) return;
   std::lock_guard lock(mu_);
   log("config rejected: {}; keeping the last good config (generation {})", applied.error().message, generation_);
   ++reloads_failed_;
   last_reload_error_ = applied.error().message;
+  last_rejected_text_ = text;
 }
 
-void DevicePluginManager::mark_bad(const std::string& uuid, const std::string& reason) {
+bool DevicePluginManager::facts_nodes_differ(const sharing::HostFacts& facts) const {
+  return sharing::present_control_nodes(config_, facts) != sharing::present_control_nodes(config_, host_);
+}
+
+void DevicePluginManager::mark_bad(const std::string& uuid, const std::string& reason, bool needs_reset) {
   auto& h = health_[uuid];
+  if (needs_reset) h.needs_reset = true;
   if (h.healthy) {
     ++unhealthy_transitions_;
     log("device {} marked Unhealthy: {}", uuid, reason);
@@ -460,6 +539,7 @@ void DevicePluginManager::on_event(const gpu::Event& e) {
       case gpu::EventKind::kXid: {
         if (ignored_xids_.contains(e.xid)) return;
         const std::string reason = fmt::format("XID {}", e.xid);
+        const bool reset = reset_required_xids().contains(e.xid);
         if (gpu == nullptr) {
           for (const auto& g : inventory_.gpus) mark_bad(g.uuid, reason + " (GPU unknown)");
           break;
@@ -469,12 +549,12 @@ void DevicePluginManager::on_event(const gpu::Event& e) {
           for (const auto& m : gpu->mig_devices) {
             if (m.gpu_instance_id == *e.gpu_instance_id &&
                 (!e.compute_instance_id || m.compute_instance_id == *e.compute_instance_id)) {
-              mark_bad(m.uuid, reason);
+              mark_bad(m.uuid, reason, reset);
               marked = true;
             }
           }
         }
-        if (!marked) mark_bad(gpu->uuid, reason);
+        if (!marked) mark_bad(gpu->uuid, reason, reset);
         break;
       }
       case gpu::EventKind::kGpuLost:
@@ -494,6 +574,10 @@ void DevicePluginManager::on_event(const gpu::Event& e) {
         return;  // ECC faults arrive as XIDs (48, 63, 64, 94, 95) when they matter
     }
   }
+  {
+    std::lock_guard lock(stop_mu_);
+    dirty_ = true;
+  }
   stop_cv_.notify_all();  // the control thread pushes the new lists at once
 }
 
@@ -510,6 +594,7 @@ void DevicePluginManager::check_health() {
     std::lock_guard lock(mu_);
     if (p.error) {
       mark_bad(uuid, p.lost ? "GPU lost (fell off the bus)" : *p.error);
+      health_[uuid].was_lost = true;
     } else if (p.uuid != uuid) {
       mark_bad(uuid, fmt::format("GPU {} now answers as {}", index, p.uuid));
     } else if (p.remap_pending.value_or(false)) {
@@ -523,6 +608,9 @@ void DevicePluginManager::check_health() {
     const auto now = Clock::now();
     for (auto& [uuid, h] : health_) {
       if (h.healthy || opt_.health_recovery.count() == 0 || now - h.last_bad < opt_.health_recovery) continue;
+      // An XID whose remedy is a GPU reset keeps the device out until the GPU went away and came
+      // back (a reset or re-enumeration), as seen by the probe.
+      if (h.needs_reset && !h.was_lost) continue;
       // A MIG device recovers when its parent GPU answers.
       std::string gpu_uuid = uuid;
       for (const auto& g : inventory_.gpus) {
@@ -532,10 +620,28 @@ void DevicePluginManager::check_health() {
       }
       if (!answering.contains(gpu_uuid)) continue;
       h.healthy = true;
+      h.needs_reset = h.was_lost = false;
       ++recoveries_;
       log("device {} returned to Healthy: no fault for {} s ({} before)", uuid,
           std::chrono::duration_cast<std::chrono::seconds>(opt_.health_recovery).count(), h.reason);
     }
+  }
+  // Host facts change under us: the UVM device nodes appear on first use, a driver upgrade renames
+  // the libraries. Rewrite the CDI spec when they do.
+  {
+    sharing::Config config;
+    {
+      std::lock_guard lock(mu_);
+      config = config_;
+    }
+    sharing::HostFacts facts = host_facts(config);
+    bool differ = false;
+    {
+      std::lock_guard lock(mu_);
+      differ = !(facts == host_) || facts_nodes_differ(facts);
+      if (differ) host_ = std::move(facts);
+    }
+    if (differ) write_cdi_spec();
   }
   if (!fresh) return;
   bool changed = false;
@@ -560,6 +666,7 @@ void DevicePluginManager::check_health() {
     return;
   }
   apply_plan(std::move(*plan), std::move(config), std::move(merged));
+  start_event_watcher();  // event registrations do not survive a GPU reset or MIG re-layout
 }
 
 void DevicePluginManager::push_devices() {

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -50,6 +51,8 @@ struct DevicePluginOptions {
 
   // DP_DISABLE_HEALTHCHECKS: "all" or "xids" disables XID health; otherwise extra XIDs to ignore.
   std::string disable_health_checks;
+  // DP_ENABLE_HEALTHCHECKS: XIDs to watch even though NVIDIA ignores them by default.
+  std::string enable_health_checks;
   // A device marked Unhealthy returns to Healthy after this long without a new critical XID,
   // once it answers NVML and has no row remap pending. 0 = never (NVIDIA's behaviour).
   std::chrono::milliseconds health_recovery{std::chrono::minutes(10)};
@@ -64,6 +67,9 @@ struct DevicePluginOptions {
 
 // XIDs NVIDIA's plugin ignores by default (application errors, not hardware faults).
 const std::set<uint64_t>& default_ignored_xids();
+// XIDs whose remedy is a GPU reset (NVIDIA's XID catalogue): the recovery rule does not return a
+// device they marked to Healthy until the GPU was lost and came back.
+const std::set<uint64_t>& reset_required_xids();
 
 class DevicePluginManager {
  public:
@@ -93,6 +99,8 @@ class DevicePluginManager {
  private:
   struct Health {
     bool healthy = true;
+    bool needs_reset = false;  // marked by an XID of reset_required_xids()
+    bool was_lost = false;     // the probe saw the GPU gone since it was marked
     std::string reason;
     std::chrono::steady_clock::time_point last_bad{};
   };
@@ -108,7 +116,9 @@ class DevicePluginManager {
   void on_event(const gpu::Event& e);
   void push_devices();  // mu_ held by caller? no: takes mu_
   std::vector<kubelet::DeviceState> device_states(const sharing::PlannedResource& r) const;  // mu_ held
-  void mark_bad(const std::string& uuid, const std::string& reason);                         // mu_ held
+  void mark_bad(const std::string& uuid, const std::string& reason, bool needs_reset = false);  // mu_ held
+  bool facts_nodes_differ(const sharing::HostFacts& facts) const;                                // mu_ held
+  void start_event_watcher();  // control thread (or start())
   bool register_one(kubelet::DevicePluginServer& server);
   sharing::HostFacts host_facts(const sharing::Config& c) const;
 
@@ -129,6 +139,7 @@ class DevicePluginManager {
   std::map<std::string, bool> registered_;
   uint64_t generation_ = 0;
   std::string last_reload_error_;
+  std::optional<std::string> last_rejected_text_;  // the config text last rejected (not retried)
   uint64_t reloads_ok_ = 0, reloads_failed_ = 0, registrations_ = 0, allocations_ = 0, allocation_errors_ = 0;
   uint64_t unhealthy_transitions_ = 0, recoveries_ = 0;
   std::atomic<uint64_t> unique_{0};
@@ -142,14 +153,17 @@ class DevicePluginManager {
   };
   static FileStamp stamp(const std::string& path);  // stat() following symlinks; {} when absent
   FileStamp config_stamp_, kubelet_stamp_;
-  std::string config_text_;
+  std::string config_text_;          // the text of the config in use
+  std::string config_text_attempt_;  // the text last read (for failOnInitError at start)
+  std::map<std::string, std::string> serve_error_;  // resource -> why serving failed ("" = serving)
   std::chrono::steady_clock::time_point next_config_check_{}, next_full_config_read_{}, next_health_{}, next_labels_{}, next_register_{};
   bool labels_dir_missing_logged_ = false;
 
   std::unique_ptr<gpu::EventWatcher> events_;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
-  bool stopping_ = false;
+  bool stopping_ = false;  // guarded by stop_mu_
+  bool dirty_ = false;     // guarded by stop_mu_: health changed, push lists now
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 
@@ -48,6 +49,8 @@ std::vector<std::string> mps_commands(const sharing::PlannedResource& r) {
   std::vector<std::string> out;
   int thread_pct = 100;
   for (size_t i = 0; i < r.mps.size(); ++i) {
+    // Memory unknown (NVML did not say): no limit rather than a 0 MiB one.
+    if (r.mps[i].pinned_memory_mib == 0) continue;
     out.push_back(fmt::format("set_default_device_pinned_mem_limit {} {}M", i, r.mps[i].pinned_memory_mib));
     thread_pct = std::min(thread_pct, r.mps[i].active_thread_percentage);
   }
@@ -99,8 +102,18 @@ Result<void> RealMpsControl::run(const std::map<std::string, std::string>& env, 
     off += static_cast<size_t>(n);
   }
   ::close(pipe_fds[1]);
+  // Bounded: a control tool that hangs (daemon wedged) must not stall the agent's control thread.
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  bool exited = false;
+  for (int i = 0; i < 1000 && !exited; ++i) {
+    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (!exited) ::usleep(10000);
+  }
+  if (!exited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    return fail(ErrorCode::kUnavailable, "{} {} did not finish within 10 s", exe, fmt::join(args, " "));
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return fail(ErrorCode::kUnavailable, "{} {} failed (status {})", exe, fmt::join(args, " "), status);
   }
@@ -122,16 +135,19 @@ Result<void> RealMpsControl::apply(const std::string& mps_root, const sharing::P
       {"CUDA_MPS_LOG_DIRECTORY", log},
       {"CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(visible_uuids(r), ","))},
   };
-  if (applied_.contains(r.name)) {
-    (void)run(env, {}, "quit\n");  // the old daemon: its limits are fixed at start for new clients
+  // The daemon is started once per resource and never restarted for new limits: set_default_*
+  // apply to the MPS servers it starts from then on, and restarting it would cut off running
+  // clients. "-d" on a running daemon fails harmlessly (it is already there).
+  if (!started_.contains(r.name)) {
+    if (auto ok = run(env, {"-d"}, ""); ok) started_.insert(r.name);
   }
-  if (auto ok = run(env, {"-d"}, ""); !ok) return ok;
   if (auto ok = run(env, {}, text); !ok) return ok;
   applied_[r.name] = text;
   return {};
 }
 
 void RealMpsControl::remove(const std::string& mps_root, const std::string& resource) {
+  started_.erase(resource);
   if (applied_.erase(resource) == 0) return;
   const std::map<std::string, std::string> env{{"CUDA_MPS_PIPE_DIRECTORY", dir_for(mps_root, resource, "pipe")},
                                                {"CUDA_MPS_LOG_DIRECTORY", dir_for(mps_root, resource, "log")}};

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,11 @@ namespace kgpu::agent {
 class MpsControl {
  public:
   virtual ~MpsControl() = default;
-  // Starts (or restarts with new limits) the daemon for `resource`. Errors say what is missing.
+  // Starts the daemon for `resource` if needed and sets its limits (new limits apply to clients
+  // that start afterwards). Errors say what is missing.
   virtual Result<void> apply(const std::string& mps_root, const sharing::PlannedResource& resource) = 0;
-  // Stops the daemon of a resource that is no longer MPS-shared (no-op if none).
+  // Stops the daemon of a resource that is no longer MPS-shared (no-op if none). Not called when
+  // the agent stops: running MPS clients keep their daemon.
   virtual void remove(const std::string& mps_root, const std::string& resource) = 0;
 };
 
@@ -42,6 +45,7 @@ class RealMpsControl : public MpsControl {
                    const std::string& input);
   std::string program_;
   std::map<std::string, std::string> applied_;  // resource -> the commands last applied
+  std::set<std::string> started_;               // resources whose daemon we started
 };
 
 }  // namespace kgpu::agent

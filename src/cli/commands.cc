@@ -346,6 +346,7 @@ int run(int argc, char** argv) {
     ao.plugins.proc_root = ao.sampler.proc_root;
     ao.plugins.health_interval = std::chrono::milliseconds(health_interval_ms);
     if (const char* v = std::getenv("DP_DISABLE_HEALTHCHECKS")) ao.plugins.disable_health_checks = v;
+    if (const char* v = std::getenv("DP_ENABLE_HEALTHCHECKS")) ao.plugins.enable_health_checks = v;
     if (health_recovery == "0") {
       ao.plugins.health_recovery = std::chrono::milliseconds(0);
     } else if (auto d = sharing::parse_duration(health_recovery)) {

@@ -1,14 +1,31 @@
 #include "kubelet/device_plugin.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 namespace kgpu::kubelet {
 
 namespace {
+
+// True when something accepts connections on the unix socket `path`.
+bool socket_answers(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
 
 unsigned long inode_of(const std::string& path) {
   struct stat st {};
@@ -37,6 +54,7 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
                             grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override {
     std::unique_lock lock(owner_.mu_);
     ++owner_.streams_;
+    ++owner_.streams_opened_;
     uint64_t sent = 0;  // versions start at 1: the first pass always sends
     grpc::Status status = grpc::Status::OK;
     while (true) {
@@ -65,6 +83,7 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
       }
     }
     --owner_.streams_;
+    owner_.last_stream_end_ = std::chrono::steady_clock::now();
     return status;
   }
 
@@ -139,6 +158,16 @@ std::string DevicePluginServer::socket_path() const { return dir_ + "/" + socket
 Result<void> DevicePluginServer::start() {
   stop();
   const std::string path = socket_path();
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return fail(ErrorCode::kInvalidArgument, "{}: socket path {} is longer than {} bytes", resource_, path,
+                sizeof(sockaddr_un::sun_path) - 1);
+  }
+  if (inode_of(path) != 0 && socket_answers(path)) {
+    return fail(ErrorCode::kUnavailable,
+                "{}: another device plugin is serving {} (NVIDIA's device plugin?); remove it from this node or "
+                "run the agent with --device-plugin=false",
+                resource_, path);
+  }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return fail(ErrorCode::kPermissionDenied, "{}: cannot remove the old socket {}: {}", resource_, path,
                 std::strerror(errno));
@@ -193,8 +222,8 @@ Result<void> DevicePluginServer::register_with_kubelet(std::chrono::milliseconds
   req.mutable_options()->set_get_preferred_allocation_available(static_cast<bool>(callbacks_.preferred));
   v1beta1::Empty resp;
   grpc::ClientContext ctx;
+  // No wait_for_ready: a kubelet that is not listening fails at once, and the caller retries.
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  ctx.set_wait_for_ready(true);
   const grpc::Status s = stub->Register(&ctx, req, &resp);
   if (s.ok()) return {};
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -228,6 +257,16 @@ bool DevicePluginServer::socket_present() const {
 int DevicePluginServer::open_streams() const {
   std::lock_guard lock(mu_);
   return streams_;
+}
+
+bool DevicePluginServer::stream_lost(std::chrono::milliseconds grace) const {
+  std::lock_guard lock(mu_);
+  return streams_opened_ > 0 && streams_ == 0 && std::chrono::steady_clock::now() - last_stream_end_ > grace;
+}
+
+void DevicePluginServer::forget_streams() {
+  std::lock_guard lock(mu_);
+  streams_opened_ = 0;
 }
 
 }  // namespace kgpu::kubelet

@@ -54,7 +54,8 @@ class DevicePluginServer {
   DevicePluginServer(const DevicePluginServer&) = delete;
   DevicePluginServer& operator=(const DevicePluginServer&) = delete;
 
-  // Removes a stale socket file, then serves on it. Errors name the socket.
+  // Removes a stale socket file, then serves on it. Refuses (kUnavailable) when another process
+  // answers on that socket (another device plugin). Errors name the socket.
   Result<void> start();
   // Ends every ListAndWatch stream, stops serving and removes our socket (if it is still ours).
   void stop();
@@ -71,6 +72,10 @@ class DevicePluginServer {
   // True while the socket file we created is still there (a restarting kubelet deletes it).
   bool socket_present() const;
   int open_streams() const;
+  // True when a ListAndWatch stream was opened (since forget_streams()) and none has been open for
+  // `grace`: the kubelet dropped us without deleting our socket, so we must register again.
+  bool stream_lost(std::chrono::milliseconds grace) const;
+  void forget_streams();
   const std::string& resource() const { return resource_; }
   std::string socket_path() const;
   const std::string& socket_name() const { return socket_name_; }
@@ -89,6 +94,8 @@ class DevicePluginServer {
   uint64_t version_ = 1;              // guarded by mu_; bumped on every change
   bool stopping_ = false;             // guarded by mu_
   int streams_ = 0;                   // guarded by mu_
+  uint64_t streams_opened_ = 0;       // guarded by mu_
+  std::chrono::steady_clock::time_point last_stream_end_{};  // guarded by mu_
   unsigned long socket_inode_ = 0;    // guarded by mu_; 0 = not serving
 
   friend class Service;

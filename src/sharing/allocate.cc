@@ -57,6 +57,12 @@ std::vector<DeviceNodeEdit> control_nodes(const Config& c, const HostFacts& host
 
 }  // namespace
 
+std::vector<std::string> present_control_nodes(const Config& config, const HostFacts& host) {
+  std::vector<std::string> out;
+  for (const auto& n : control_nodes(config, host)) out.push_back(n.container_path);
+  return out;
+}
+
 Result<std::vector<ContainerEdits>> allocate(const PlannedResource& resource, const Config& config,
                                              const HostFacts& host,
                                              const std::vector<std::vector<std::string>>& requests,
@@ -77,33 +83,37 @@ Result<std::vector<ContainerEdits>> allocate(const PlannedResource& resource, co
       if (seen.insert(d->uuid).second) physical.push_back(d);
     }
     if (replicas && resource.fail_requests_greater_than_one && ids.size() > 1) {
-      return std::unexpected(Error{ErrorCode::kInvalidArgument, kMaxSharedRequestError});
+      return fail(ErrorCode::kInvalidArgument, "invalid allocation request for \"{}\": {}", resource.name,
+                  kMaxSharedRequestError);
     }
     ContainerEdits e;
     std::vector<std::string> names;
     for (const auto* d : physical) names.push_back(device_name(*d, config.id_strategy));
-    for (ListStrategy s : config.list_strategies) {
-      switch (s) {
-        case ListStrategy::kEnvvar:
-          e.envs["NVIDIA_VISIBLE_DEVICES"] = fmt::format("{}", fmt::join(names, ","));
-          break;
-        case ListStrategy::kVolumeMounts:
-          e.envs["NVIDIA_VISIBLE_DEVICES"] = kVolumeMountsRoot;
-          for (const auto& n : names) e.mounts.push_back({fmt::format("{}/{}", kVolumeMountsRoot, n), "/dev/null", false});
-          break;
-        case ListStrategy::kCdiAnnotations: {
-          std::vector<std::string> cdi;
-          for (const auto& n : names) cdi.push_back(cdi_name(n));
-          e.annotations[fmt::format("{}kgpu-device-plugin_{}-{}", config.cdi_annotation_prefix, unique, ci)] =
-              fmt::format("{}", fmt::join(cdi, ","));
-          break;
-        }
-        case ListStrategy::kCdiCri:
-          for (const auto& n : names) e.cdi_devices.push_back(cdi_name(n));
-          break;
-      }
+    // A fixed order, whatever the config's: volume-mounts' NVIDIA_VISIBLE_DEVICES wins over envvar's.
+    const bool cdi_only =
+        !config.has_list_strategy(ListStrategy::kEnvvar) && !config.has_list_strategy(ListStrategy::kVolumeMounts);
+    if (config.has_list_strategy(ListStrategy::kEnvvar)) {
+      e.envs["NVIDIA_VISIBLE_DEVICES"] = fmt::format("{}", fmt::join(names, ","));
     }
-    if (config.pass_device_specs) {
+    if (config.has_list_strategy(ListStrategy::kVolumeMounts)) {
+      e.envs["NVIDIA_VISIBLE_DEVICES"] = kVolumeMountsRoot;
+      for (const auto& n : names) e.mounts.push_back({fmt::format("{}/{}", kVolumeMountsRoot, n), "/dev/null", false});
+    }
+    if (cdi_only) {
+      // Switches off the legacy runtime hook for this container, whatever the image's ENV says
+      // (CUDA images set NVIDIA_VISIBLE_DEVICES=all): only the CDI devices reach the container.
+      e.envs["NVIDIA_VISIBLE_DEVICES"] = "void";
+    }
+    if (config.has_list_strategy(ListStrategy::kCdiAnnotations)) {
+      std::vector<std::string> cdi;
+      for (const auto& n : names) cdi.push_back(cdi_name(n));
+      e.annotations[fmt::format("{}kgpu-device-plugin_{}-{}", config.cdi_annotation_prefix, unique, ci)] =
+          fmt::format("{}", fmt::join(cdi, ","));
+    }
+    if (config.has_list_strategy(ListStrategy::kCdiCri)) {
+      for (const auto& n : names) e.cdi_devices.push_back(cdi_name(n));
+    }
+    if (config.pass_device_specs && !cdi_only) {
       for (const auto* d : physical) {
         for (auto& n : device_nodes(*d, config, host)) e.devices.push_back(std::move(n));
       }
@@ -155,15 +165,28 @@ std::string cdi_spec(const Plan& plan, const Config& config, const HostFacts& ho
                       {"hostPath", m.host_path},
                       {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"} : json{"nosuid", "nodev", "bind"}}});
   }
-  json edits = {{"deviceNodes", common_nodes}};
+  json edits = {{"env", json::array({"NVIDIA_VISIBLE_DEVICES=void"})}, {"deviceNodes", common_nodes}};
   if (!mounts.empty()) edits["mounts"] = mounts;
+  if (!host.ldcache_hook.empty()) {
+    std::vector<std::string> dirs;
+    for (const auto& m : host.driver_mounts) {
+      const auto dir = m.container_path.substr(0, m.container_path.rfind('/'));
+      if (dir != "/usr/bin" && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    }
+    json args = json::array({"nvidia-ctk", "hook", "update-ldcache"});
+    for (const auto& d : dirs) {
+      args.push_back("--folder");
+      args.push_back(d);
+    }
+    edits["hooks"] = json::array({{{"hookName", "createContainer"}, {"path", host.ldcache_hook}, {"args", args}}});
+  }
   json spec = {
       {"cdiVersion", "0.5.0"},
       {"kind", fmt::format("{}/{}", kCdiVendor, kCdiClass)},
       {"devices", devices},
       {"containerEdits", edits},
   };
-  return spec.dump(2) + "\n";
+  return spec.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 std::vector<MountEdit> discover_driver_files(const std::string& driver_root,

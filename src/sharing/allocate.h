@@ -20,6 +20,7 @@ namespace kgpu::sharing {
 struct MountEdit {
   std::string container_path, host_path;
   bool read_only = false;
+  bool operator==(const MountEdit&) const = default;
 };
 
 struct DeviceNodeEdit {
@@ -43,6 +44,12 @@ struct HostFacts {
   std::map<std::string, unsigned> mig_caps;
   // Driver libraries and tools every GPU container needs, as CDI mounts (discover_driver_files()).
   std::vector<MountEdit> driver_mounts;
+  // Host path of nvidia-ctk, when installed: the CDI spec then runs its update-ldcache hook so
+  // that the mounted libraries resolve on any image (e.g. an Ubuntu image on a RHEL host).
+  std::string ldcache_hook;
+  bool operator==(const HostFacts& o) const {
+    return mig_caps == o.mig_caps && driver_mounts == o.driver_mounts && ldcache_hook == o.ldcache_hook;
+  }
 };
 
 // The driver's user-space files under `driver_root` (host view) that a container needs: the CUDA
@@ -58,12 +65,18 @@ inline constexpr const char* kMaxSharedRequestError = "invalid request: maximum 
 
 // Builds one ContainerEdits per container request. Replica IDs are stripped and de-duplicated.
 // Errors (kInvalidArgument): an ID this resource does not advertise; more than one replica when
-// failRequestsGreaterThanOne is set (kMaxSharedRequestError, NVIDIA's text). `unique` seeds the
+// failRequestsGreaterThanOne is set (NVIDIA's text: `invalid allocation request for "<resource>": `
+// + kMaxSharedRequestError). The list strategies apply in a fixed order (envvar, volume-mounts,
+// cdi-annotations, cdi-cri); with CDI strategies only, NVIDIA_VISIBLE_DEVICES=void switches off the
+// runtime's legacy hook and no DeviceSpecs are added (the CDI spec carries the device nodes). `unique` seeds the
 // cdi-annotations key so that two plugins' annotations on one container never collide.
 Result<std::vector<ContainerEdits>> allocate(const PlannedResource& resource, const Config& config,
                                              const HostFacts& host,
                                              const std::vector<std::vector<std::string>>& requests,
                                              const std::string& unique);
+
+// The control device nodes (/dev/nvidiactl, -uvm, -uvm-tools, -modeset) that exist on the host.
+std::vector<std::string> present_control_nodes(const Config& config, const HostFacts& host);
 
 // The CDI spec (JSON, cdiVersion 0.5.0) for every physical device of the plan, named by UUID and
 // by index, as allocate() refers to them: device nodes (and MIG capability nodes), plus the

@@ -193,6 +193,28 @@ Result<void> set_from(T& field, const std::string& value, Parse parse, const std
   return {};
 }
 
+// NVIDIA's rule: a bare name gets the nvidia.com/ prefix; the name part is a DNS-1123 label-like
+// string ([a-z0-9] at both ends, [-a-z0-9.] inside) of at most 63 characters.
+Result<std::string> resource_name(const std::string& raw) {
+  std::string name = trim(raw);
+  if (name.find('/') == std::string::npos) name = "nvidia.com/" + name;
+  const auto slash = name.find('/');
+  const std::string domain = name.substr(0, slash), part = name.substr(slash + 1);
+  auto valid_part = [](const std::string& x) {
+    if (x.empty() || x.size() > 63) return false;
+    auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+    if (!alnum(x.front()) || !alnum(x.back())) return false;
+    return std::all_of(x.begin(), x.end(), [&](char c) { return alnum(c) || c == '-' || c == '.'; });
+  };
+  if (domain != "nvidia.com" || !valid_part(part)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "'{}' is not a valid resource name (nvidia.com/<name>: lower-case letters, digits, '-' and '.', at "
+                "most 63 characters, e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb)",
+                raw);
+  }
+  return name;
+}
+
 Result<DeviceSelector> parse_selector(const Reader& r, const YAML::Node& n, const std::string& path) {
   DeviceSelector sel;
   if (n.IsScalar()) {
@@ -258,12 +280,9 @@ Result<Sharing> parse_sharing(const Reader& r, const YAML::Node& n, const std::s
     if (!e["name"]) return r.error(e, p + ".name", "required (e.g. nvidia.com/gpu)");
     auto name = r.scalar(e["name"], p + ".name");
     if (!name) return std::unexpected(name.error());
-    rr.name = *name;
-    if (rr.name != "nvidia.com/gpu" && !rr.name.starts_with("nvidia.com/mig-") &&
-        !rr.name.starts_with("nvidia.com/")) {
-      return r.error(e["name"], p + ".name", "'{}' is not an nvidia.com resource (nvidia.com/gpu, nvidia.com/mig-<profile>)",
-                     rr.name);
-    }
+    auto normalized = resource_name(*name);
+    if (!normalized) return r.error(e["name"], p + ".name", "{}", normalized.error().message);
+    rr.name = *normalized;
     if (!e["replicas"]) return r.error(e, p + ".replicas", "required (at least 2)");
     auto reps = r.integer(e["replicas"], p + ".replicas");
     if (!reps) return std::unexpected(reps.error());
@@ -272,8 +291,11 @@ Result<Sharing> parse_sharing(const Reader& r, const YAML::Node& n, const std::s
     if (auto v = e["rename"]) {
       auto s2 = r.scalar(v, p + ".rename");
       if (!s2) return std::unexpected(s2.error());
-      rr.rename = *s2;
-      if (!rr.rename.empty() && !rr.rename.starts_with("nvidia.com/")) rr.rename = "nvidia.com/" + rr.rename;
+      if (!s2->empty()) {
+        auto renamed = resource_name(*s2);
+        if (!renamed) return r.error(v, p + ".rename", "{}", renamed.error().message);
+        rr.rename = *renamed;
+      }
     }
     if (auto v = e["devices"]) {
       auto sel = parse_selector(r, v, p + ".devices");
@@ -421,13 +443,15 @@ Result<Config> parse_config(const std::string& text, const std::string& source) 
   if (auto res = root["resources"]; res && !res.IsNull()) {
     if (!res.IsMap()) return r.error(res, "resources", "expected a mapping with gpus and/or mig");
     r.check_keys(res, "resources", {"gpus", "mig"}, c.warnings);
-    for (auto [key, field] : {std::pair{"gpus", &c.gpu_resources}, std::pair{"mig", &c.mig_resources}}) {
+    for (const char* key : {"gpus", "mig"}) {
       if (auto list = res[key]; list && !list.IsNull()) {
         auto named = parse_named(r, list, std::string("resources.") + key, c.warnings);
         if (!named) return std::unexpected(named.error());
-        *field = std::move(*named);
       }
     }
+    // As NVIDIA's plugin: validated, then ignored, so a copied config never renames resources.
+    c.warnings.push_back(r.where(res, "resources") +
+                         ": customizing resource names is not supported (as in NVIDIA's plugin); ignored");
   }
   if (auto sh = root["sharing"]; sh && !sh.IsNull()) {
     if (!sh.IsMap()) return r.error(sh, "sharing", "expected a mapping with timeSlicing or mps");
@@ -511,10 +535,6 @@ Result<void> finalize(Config& c, const Overrides& o) {
     }
   }
   for (const auto& rr : c.sharing.resources) {
-    if (rr.name.starts_with("nvidia.com/mig-") && c.mig_strategy != MigStrategy::kMixed) {
-      return fail(ErrorCode::kInvalidArgument, "{}: resource '{}' exists only with migStrategy mixed (now {})", at(rr),
-                  rr.name, mig_strategy_name(c.mig_strategy));
-    }
     if (rr.rename == rr.name) {
       return fail(ErrorCode::kInvalidArgument, "{}: resource '{}': rename must differ from the name", at(rr), rr.name);
     }

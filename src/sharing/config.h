@@ -53,8 +53,8 @@ struct Sharing {
   std::vector<ReplicatedResource> resources;
 };
 
-// `resources.gpus[]` / `resources.mig[]`: a product-name pattern (glob, `*` wildcard) and the
-// resource name (without the `nvidia.com/` domain) its devices are advertised under.
+// `resources.gpus[]` / `resources.mig[]` entries: validated, then ignored with a warning, as
+// NVIDIA's plugin does ("not yet supported"), so a copied config never renames resources.
 struct NamedResource {
   std::string pattern;
   std::string name;
@@ -82,7 +82,6 @@ struct Config {
   std::string gfd_output_file = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
   std::string gfd_machine_type_file = "/sys/class/dmi/id/product_name";
 
-  std::vector<NamedResource> gpu_resources, mig_resources;
   Sharing sharing;
 
   std::vector<std::string> warnings;  // unknown keys and other things worth a log line
@@ -103,6 +102,9 @@ struct Overrides {
 // Parses a config document. `source` names it in errors ("config.yaml:12: sharing.timeSlicing.
 // resources[0].replicas: must be at least 2, got 1"). An empty document gives the defaults.
 Result<Config> parse_config(const std::string& text, const std::string& source);
+
+// "gpu" -> "nvidia.com/gpu"; validates the name part (NVIDIA's rules). Errors say what is allowed.
+Result<std::string> resource_name(const std::string& raw);
 
 // Reads and parses `path` ("" = defaults), then applies `overrides`, then validates.
 Result<Config> load_config(const std::string& path, const Overrides& overrides);

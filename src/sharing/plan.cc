@@ -11,34 +11,6 @@ namespace {
 
 constexpr size_t kMaxDeviceIdLength = 63;
 
-// Glob with `*` only (NVIDIA's resource patterns).
-bool glob_match(std::string_view pattern, std::string_view text) {
-  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = t;
-    } else if (p < pattern.size() && pattern[p] == text[t]) {
-      ++p;
-      ++t;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      t = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-
-std::string named(const std::vector<NamedResource>& rules, const std::string& subject, std::string fallback) {
-  for (const auto& r : rules) {
-    if (glob_match(r.pattern, subject)) return "nvidia.com/" + r.name;
-  }
-  return fallback;
-}
-
 std::string mig_resource_suffix(std::string profile) {
   std::replace(profile.begin(), profile.end(), '+', '.');
   return "mig-" + profile;
@@ -168,8 +140,7 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
           plan.warnings.push_back(fmt::format("GPU {}: MIG enabled but no MIG devices are configured", g->index));
         }
         for (const auto& m : g->mig_devices) {
-          const std::string name =
-              named(config.mig_resources, m.profile, "nvidia.com/" + mig_resource_suffix(m.profile));
+          const std::string name = "nvidia.com/" + mig_resource_suffix(m.profile);
           base[name].push_back(mig_device(*g, m));
           is_mig[name] = true;
         }
@@ -181,7 +152,7 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
             "to use it; set migStrategy single or mixed",
             g->index, mig_strategy_name(strategy)));
       }
-      base[named(config.gpu_resources, g->name, "nvidia.com/gpu")].push_back(whole_gpu(*g));
+      base["nvidia.com/gpu"].push_back(whole_gpu(*g));
     }
   }
 
@@ -199,9 +170,15 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
     const std::string where = fmt::format("{}:{}", config.source, rr.line);
     auto it = base.find(rr.name);
     if (it == base.end()) {
-      plan.warnings.push_back(
-          fmt::format("{}: sharing rule for {}: this node has no such resource; rule ignored", where, rr.name));
+      plan.warnings.push_back(fmt::format("{}: sharing rule for {}: this node has no such resource (migStrategy {}); "
+                                          "rule ignored",
+                                          where, rr.name, mig_strategy_name(config.mig_strategy)));
       continue;
+    }
+    if (sh.kind == SharingKind::kMps && is_mig[rr.name]) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "{}: sharing.mps: {} is made of MIG devices here (migStrategy single); MPS cannot be used with MIG",
+                  where, rr.name);
     }
     for (const auto& id : rr.devices.ids) {
       if (!matches_any(id, it->second)) {
@@ -250,6 +227,9 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
   }
 
   std::set<std::string> sockets;
+  auto valid_socket = [](const std::string& name) {
+    return name.size() <= 100 && name.find('/') == std::string::npos && name != "kubelet.sock";
+  };
   for (auto& [name, t] : out) {
     if (t.devices.empty()) continue;
     std::sort(t.devices.begin(), t.devices.end(), [](const PlannedDevice& a, const PlannedDevice& b) {
@@ -278,6 +258,10 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
         return fail(ErrorCode::kInvalidArgument, "{}: device ID '{}' is longer than the kubelet's {} characters",
                     name, d.id, kMaxDeviceIdLength);
       }
+    }
+    if (!valid_socket(r.socket_name)) {
+      return fail(ErrorCode::kInvalidArgument, "{}: resource {} cannot be served: socket name '{}' is not usable",
+                  config.source, name, r.socket_name);
     }
     if (!sockets.insert(r.socket_name).second) {
       return fail(ErrorCode::kInvalidArgument, "{}: two resources would use the socket {}", config.source,

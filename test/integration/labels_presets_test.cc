@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -35,13 +36,6 @@ std::string read_text(const fs::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-// The contents of examples/nodes/<name>; an empty string fails the test.
-std::string example(const std::string& name) {
-  std::string yaml = read_text(kExamplesDir / name);
-  EXPECT_FALSE(yaml.empty()) << "cannot read " << (kExamplesDir / name);
-  return yaml;
 }
 
 // dgx-a100-8 with MIG enabled on all eight GPUs, each split into seven 1g.10gb instances (MIG
@@ -70,11 +64,14 @@ LabelSharing shared(const std::string& strategy, int replicas, bool renamed = fa
 
 struct Case {
   std::string name;     // test/data/labels/<name>.labels
-  std::string yaml;     // fake node description
+  std::string yaml;     // fake node description, or "@<file>" for examples/nodes/<file>
   std::string machine;  // contents of /sys/class/dmi/id/product_name
   LabelSharing sharing;
   std::string mig_strategy = "none";
 };
+
+// Names the case in gtest's messages (instead of a byte dump).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<Case> cases() {
   const std::string h100 = "preset: hgx-h100-8\n";
@@ -93,9 +90,9 @@ std::vector<Case> cases() {
       {"pcie-t4-2-time-slicing-4-renamed", kT4Node, "PowerEdge R740", shared("time-slicing", 4, true)},
       {"hgx-h100-8-mps-2", h100, "DGX H100", shared("mps", 2)},
       {"dgx-a100-8-mig-single", dgx_a100_all_1g(), a100_machine, {}, "single"},
-      {"dgx-a100-8-mig-mixed", example("dgx-a100-mig.yaml"), a100_machine, {}, "mixed"},
-      {"mixed-models", example("mixed.yaml"), "SYS-420GP-TNR", {}},
-      {"mixed-models-mig-mixed", example("mixed.yaml"), "SYS-420GP-TNR", {}, "mixed"},
+      {"dgx-a100-8-mig-mixed", "@dgx-a100-mig.yaml", a100_machine, {}, "mixed"},
+      {"mixed-models", "@mixed.yaml", "SYS-420GP-TNR", {}},
+      {"mixed-models-mig-mixed", "@mixed.yaml", "SYS-420GP-TNR", {}, "mixed"},
   };
 }
 
@@ -143,7 +140,13 @@ TEST_P(LabelsPresetGoldenTest, MatchesExpectedFile) {
     previous_key = key;
   }
 
-  kgpu::testing::FakeNodeFile node_file(c.yaml);
+  std::string yaml = c.yaml;
+  if (yaml.starts_with("@")) {
+    const fs::path example = kExamplesDir / yaml.substr(1);
+    yaml = read_text(example);
+    ASSERT_FALSE(yaml.empty()) << "cannot read " << example;
+  }
+  kgpu::testing::FakeNodeFile node_file(yaml);
   auto node = kgpu::testing::open_fake();
   ASSERT_NE(node, nullptr);
   auto inv = node->inventory();
@@ -156,7 +159,8 @@ TEST_P(LabelsPresetGoldenTest, MatchesExpectedFile) {
   for (const auto& g : inv->gpus) opt.pci_class[g.index] = k3dController;
 
   std::vector<std::string> warnings;
-  const std::string actual = kgpu::agent::render_features_file(kgpu::agent::gfd_labels(*inv, c.sharing, opt, &warnings));
+  const std::string actual =
+      kgpu::agent::render_features_file(kgpu::agent::gfd_labels(*inv, c.sharing, opt, &warnings));
   if (actual != expected) {
     std::string warned;
     for (const auto& w : warnings) warned += "  " + w + "\n";
@@ -168,8 +172,8 @@ TEST_P(LabelsPresetGoldenTest, MatchesExpectedFile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(LabelsPreset, LabelsPresetGoldenTest, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name = info.param.name;
+                         [](const ::testing::TestParamInfo<Case>& param_info) {
+                           std::string name = param_info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

@@ -831,7 +831,7 @@ TEST(DevicePluginFlow, RegisterThenOptionsAndListAndWatch) {
   EXPECT_EQ(client.stream_status()->code, grpc::StatusCode::OK);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(client.wait_for_list([](const auto& l) { return l.empty(); }, kWait));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, kWait / 2);  // not the full timeout
 
   // A new watch gets the current list again; lists keep accumulating.
   client.watch();
@@ -936,7 +936,7 @@ TEST(DevicePluginFlow, MissingSocketFailsFast) {
   EXPECT_FALSE(client.wait_for_list([](const auto&) { return true; }, kWait));
   EXPECT_TRUE(client.stream_ended());
   EXPECT_EQ(client.stream_status()->code, grpc::StatusCode::UNAVAILABLE);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, kWait - 1s);  // neither waited for its deadline
 }
 
 TEST(DevicePluginFlow, DestroyingTheClientCancelsTheWatch) {

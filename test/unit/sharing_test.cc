@@ -171,8 +171,20 @@ TEST(SharingConfig, ForbiddenCombinations) {
   EXPECT_THAT(config_error("flags: {migStrategy: single}\nsharing:\n  mps:\n    resources: [{name: "
                            "nvidia.com/mig-1g.10gb, replicas: 2}]\n"),
               HasSubstr("MPS shares whole GPUs only"));
-  EXPECT_THAT(config_error("sharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/mig-1g.10gb, replicas: 2}]\n"),
-              HasSubstr("exists only with migStrategy mixed"));
+  // NVIDIA skips rules for resources the node does not have (one ConfigMap, many node types).
+  EXPECT_EQ(config_error("sharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/mig-1g.10gb, replicas: 2}]\n"),
+            "");
+}
+
+TEST(SharingConfig, ResourceNamesAreNormalizedAndValidated) {
+  const Config c = config("sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, rename: gpu.shared, replicas: 2}\n");
+  EXPECT_EQ(c.sharing.resources[0].name, "nvidia.com/gpu");
+  EXPECT_EQ(c.sharing.resources[0].rename, "nvidia.com/gpu.shared");
+  EXPECT_THAT(config_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, rename: gpu/shared, "
+                           "replicas: 2}\n"),
+              HasSubstr("config.yaml:4: sharing.timeSlicing.resources[0].rename: 'gpu/shared' is not a valid resource name"));
+  EXPECT_THAT(config_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: example.com/gpu, replicas: 2}\n"),
+              HasSubstr("'example.com/gpu' is not a valid resource name"));
 }
 
 TEST(SharingConfig, MpsForcesFailRequestsGreaterThanOne) {
@@ -347,14 +359,26 @@ TEST(SharingPlan, MpsLimitsPerGpu) {
                                                   "set_default_active_thread_percentage 25"));
 }
 
-TEST(SharingPlan, ResourcePatternsRenameGpus) {
+TEST(SharingPlan, ResourcesSectionIsIgnoredAsByNvidia) {
   auto inv = hgx(2);
   inv.gpus[1].name = "NVIDIA L4";
-  auto plan = make_plan(inv, config("resources:\n  gpus:\n  - pattern: '*L4*'\n    name: l4\n"));
+  const Config c = config("resources:\n  gpus:\n  - pattern: '*L4*'\n    name: l4\n");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("config.yaml:2: resources: customizing resource names is not supported"));
+  auto plan = make_plan(inv, c);
   ASSERT_TRUE(plan) << plan.error().message;
-  ASSERT_NE(plan->find("nvidia.com/l4"), nullptr);
-  EXPECT_EQ(plan->find("nvidia.com/l4")->devices[0].gpu_index, 1u);
-  EXPECT_EQ(plan->find("nvidia.com/gpu")->devices.size(), 1u);
+  ASSERT_EQ(plan->resources.size(), 1u);
+  EXPECT_EQ(plan->resources[0].name, "nvidia.com/gpu");
+  EXPECT_EQ(plan->resources[0].devices.size(), 2u);
+}
+
+TEST(SharingPlan, MpsOnMigDevicesIsRejected) {
+  auto inv = hgx(1, "NVIDIA A100-SXM4-80GB");
+  enable_mig(inv.gpus[0], std::vector<std::string>(7, "1g.10gb"));
+  auto plan = make_plan(inv, config("flags: {migStrategy: single}\nsharing:\n  mps:\n    resources:\n"
+                                    "    - name: nvidia.com/gpu\n      replicas: 2\n"));
+  ASSERT_FALSE(plan);
+  EXPECT_THAT(plan.error().message, HasSubstr("MPS cannot be used with MIG"));
 }
 
 TEST(SharingPlan, SameAdvertisement) {
@@ -397,14 +421,21 @@ TEST(SharingAllocate, EachDeviceListStrategy) {
   EXPECT_EQ(e->at(0).annotations.begin()->first, "cdi.k8s.io/kgpu-device-plugin_u1-0");
   EXPECT_EQ(e->at(0).annotations.begin()->second,
             "k8s.device-plugin.nvidia.com/gpu=" + uuid(1) + ",k8s.device-plugin.nvidia.com/gpu=" + uuid(2));
-  EXPECT_TRUE(e->at(0).envs.empty());
+  EXPECT_EQ(e->at(0).envs.at("NVIDIA_VISIBLE_DEVICES"), "void");
 
   e = allocate(r, config(""), no_host(), {{uuid(1)}, {uuid(7)}}, "u1");  // default: cdi-cri
   ASSERT_TRUE(e);
   ASSERT_EQ(e->size(), 2u);
   EXPECT_THAT(e->at(1).cdi_devices, ElementsAre("k8s.device-plugin.nvidia.com/gpu=" + uuid(7)));
-  EXPECT_TRUE(e->at(1).envs.empty());
+  // The image's NVIDIA_VISIBLE_DEVICES=all must not reach the legacy hook.
+  EXPECT_EQ(e->at(1).envs.at("NVIDIA_VISIBLE_DEVICES"), "void");
   EXPECT_TRUE(e->at(1).devices.empty());
+
+  // Fixed order: volume-mounts' value wins whatever the list order.
+  o.device_list_strategy = "volume-mounts,envvar";
+  e = allocate(r, config("", o), no_host(), {{uuid(1)}}, "u1");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->at(0).envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
 }
 
 TEST(SharingAllocate, IndexIdsAndDeviceSpecs) {
@@ -438,7 +469,9 @@ TEST(SharingAllocate, FailRequestsGreaterThanOne) {
   auto plan = make_plan(hgx(2), c);
   auto e = allocate(plan->resources[0], c, no_host(), {{uuid(0) + "::1", uuid(1) + "::0"}}, "x");
   ASSERT_FALSE(e);
-  EXPECT_EQ(e.error().message, "invalid request: maximum request size for shared resources is 1");
+  EXPECT_EQ(e.error().message,
+            "invalid allocation request for \"nvidia.com/gpu\": invalid request: maximum request size for shared "
+            "resources is 1");
   EXPECT_TRUE(allocate(plan->resources[0], c, no_host(), {{uuid(0) + "::1"}}, "x"));
 }
 
@@ -467,6 +500,7 @@ TEST(SharingAllocate, MigCapabilityNodes) {
   Overrides o;
   o.pass_device_specs = "true";
   o.mig_strategy = "mixed";
+  o.device_list_strategy = "envvar";  // with CDI only, the CDI spec carries the device nodes
   const Config c = config("", o);
   auto inv = hgx(1);
   enable_mig(inv.gpus[0], {"3g.40gb"});
@@ -494,7 +528,12 @@ TEST(SharingAllocate, CdiSpecNamesEveryDeviceByUuidAndIndex) {
     if (dir == "/run/nvidia/driver/usr/bin") return std::vector<std::string>{"nvidia-smi", "bash"};
     return std::vector<std::string>{};
   });
+  h.ldcache_hook = "/usr/bin/nvidia-ctk";
   const auto spec = nlohmann::json::parse(cdi_spec(*plan, c, h));
+  EXPECT_EQ(spec["containerEdits"]["env"][0], "NVIDIA_VISIBLE_DEVICES=void");
+  EXPECT_EQ(spec["containerEdits"]["hooks"][0]["hookName"], "createContainer");
+  EXPECT_EQ(spec["containerEdits"]["hooks"][0]["args"][3], "--folder");
+  EXPECT_EQ(spec["containerEdits"]["hooks"][0]["args"][4], "/usr/lib/x86_64-linux-gnu");
   EXPECT_EQ(spec["kind"], "k8s.device-plugin.nvidia.com/gpu");
   EXPECT_EQ(spec["cdiVersion"], "0.5.0");
   ASSERT_EQ(spec["devices"].size(), 4u);
