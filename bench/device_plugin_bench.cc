@@ -3,6 +3,7 @@
 // Registration and calls the plugins, as a kubelet would.
 //
 // What it measures (milliseconds, wall clock in this process; n, p50, p90, p99, max):
+// 0. GetDevicePluginOptions: the gRPC round trip with no work behind it, the floor of 1 and 2.
 // 1. Allocate, one container, sequential calls over one kept connection: (a) one whole GPU,
 //    exclusive, default strategy cdi-cri; (b) one of 32 time-slicing replicas (4 per GPU), envvar;
 //    (c) all 8 GPUs in one request; (d) one GPU with passDeviceSpecs and volume-mounts.
@@ -12,13 +13,14 @@
 //    MIG-mixed dgx-a100-8 (2 resources): until the agent's Register arrived for every resource, and
 //    until ListAndWatch on every new plugin socket returned the full list. Also agent process start
 //    (fork) until its first Register.
-// 4. Config file change (time-slicing replicas 2 <-> 4, written and renamed into place): until the
-//    new Register, and until ListAndWatch on the new socket returned the new device count.
+// 4. Config file change (time-slicing replicas 2 <-> 4, written and renamed into place) until the
+//    kubelet holds a list with the new device count: on the open ListAndWatch stream, or, if the agent
+//    restarts that resource's server instead, on a new stream after the new Register (also timed).
 //
 // Restarts and reloads are started at a random phase of the agent's poll loops (100 ms sockets,
 // 500 ms config), so their spread is the poll interval's.
 //
-// Usage: device_plugin_bench [--json] [--calls N=2000] [--restarts N=20] [--reloads N=10] [--starts N=8]
+// Usage: device_plugin_bench [--json] [--calls N=2000] [--restarts N=20] [--reloads N=20] [--starts N=10]
 // Exit status 0 when every measurement completed and every answer checked out; 1 otherwise (the
 // reason and the agent's log tail go to stderr).
 #include <fmt/format.h>
@@ -158,10 +160,23 @@ class BenchAgent {
     throw BenchError(what + "\nagent log (tail):\n" + tail(slurp(log_), 3000));
   }
 
-  // Waits until `n` Register calls have arrived in total; returns them all.
+  // True once the process has exited (a zombie counts; it is not reaped here, so its pid stays ours).
+  bool exited() const {
+    std::ifstream in("/proc/" + std::to_string(process_->pid()) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
+  }
+
+  // Waits until `n` Register calls have arrived in total; returns them all. Fails at once when the
+  // agent exits.
   std::vector<Registration> registrations(size_t n, std::chrono::milliseconds timeout = 10s) {
-    if (!registry_.wait_for_registrations(n, timeout)) {
-      fail(fmt::format("expected {} registrations, got {}", n, registry_.registrations().size()));
+    const auto end = Clock::now() + timeout;
+    while (!registry_.wait_for_registrations(n, 20ms)) {
+      if (exited()) fail("the agent exited");
+      if (Clock::now() >= end) {
+        fail(fmt::format("expected {} registrations, got {}", n, registry_.registrations().size()));
+      }
     }
     return registry_.registrations();
   }
@@ -222,10 +237,12 @@ Stats time_calls(BenchAgent& agent, const std::string& label, int calls, const s
   return summarize(std::move(ms));
 }
 
+// Judges one container's Allocate answer to the request `ids`: "" when it checks out, else why not.
+using AllocationCheck = std::function<std::string(const std::vector<std::string>& ids, const ContainerAllocation&)>;
+
 // Allocate for one container: requests[i % size] each call; `check` judges the container's answer.
 Stats time_allocate(BenchAgent& agent, PluginClient& client, const std::string& label, int calls,
-                    const std::vector<std::vector<std::string>>& requests,
-                    const std::function<std::string(const std::vector<std::string>&, const ContainerAllocation&)>& check) {
+                    const std::vector<std::vector<std::string>>& requests, const AllocationCheck& check) {
   return time_calls(agent, label, calls, [&](int i) -> std::string {
     const auto& ids = requests[static_cast<size_t>(i) % requests.size()];
     auto r = client.allocate({ids});
@@ -255,14 +272,17 @@ std::vector<std::string> ids_of(const std::vector<DeviceEntry>& list) {
   return ids;
 }
 
+// One line of the table. section: 0 the call floor, 1 Allocate, 2 GetPreferredAllocation, 3 start and kubelet restart,
+// 4 config change; the table lists by section, Allocate rows by label ((a)..(d)), others as measured.
 struct Row {
+  int section = 0;
   std::string key, label;
   Stats stats;
 };
 
 struct Options {
   bool json = false;
-  int calls = 2000, restarts = 20, reloads = 10, starts = 8;
+  int calls = 2000, restarts = 20, reloads = 20, starts = 10;
 };
 
 // 1 and 2 on hgx-h100-8, exclusive, default strategy: Allocate (a) and (c), preferred 4 of 8.
@@ -273,7 +293,13 @@ void exclusive_h100(const Options& o, std::vector<Row>& rows) {
   const auto ids = ids_of(first_list(agent, client, 8));
   std::vector<std::vector<std::string>> singles;
   for (const auto& id : ids) singles.push_back({id});
-  rows.push_back({"allocate_exclusive_cdi_cri", "Allocate (a) 1 GPU, exclusive, cdi-cri",
+  rows.push_back({0, "options_round_trip", "GetDevicePluginOptions (gRPC round trip, no work)",
+                  time_calls(agent, "GetDevicePluginOptions", o.calls, [&](int) -> std::string {
+                    auto r = client.options();
+                    if (!r) return "GetDevicePluginOptions failed: " + r.error().message;
+                    return r->get_preferred_allocation_available ? "" : "no GetPreferredAllocation";
+                  })});
+  rows.push_back({1, "allocate_exclusive_cdi_cri", "Allocate (a) 1 GPU, exclusive, cdi-cri",
                   time_allocate(agent, client, "Allocate (a)", o.calls, singles,
                                 [](const std::vector<std::string>& req, const ContainerAllocation& a) -> std::string {
                                   if (a.cdi_devices.size() != 1 || !a.cdi_devices[0].ends_with("=" + req[0])) {
@@ -281,13 +307,13 @@ void exclusive_h100(const Options& o, std::vector<Row>& rows) {
                                   }
                                   return "";
                                 })});
-  rows.push_back({"allocate_8_gpus", "Allocate (c) 8 GPUs in one request, cdi-cri",
+  rows.push_back({1, "allocate_8_gpus", "Allocate (c) 8 GPUs in one request, cdi-cri",
                   time_allocate(agent, client, "Allocate (c)", o.calls, {ids},
                                 [](const std::vector<std::string>&, const ContainerAllocation& a) -> std::string {
                                   if (a.cdi_devices.size() != 8) return fmt::format("CDI devices {}", a.cdi_devices);
                                   return "";
                                 })});
-  rows.push_back({"preferred_4_of_8_h100", "GetPreferredAllocation 4 of 8, hgx-h100-8 (NVSwitch)",
+  rows.push_back({2, "preferred_4_of_8_h100", "GetPreferredAllocation 4 of 8, hgx-h100-8 (NVSwitch)",
                   time_preferred(agent, client, "preferred H100", o.calls, ids, 4,
                                  [](const std::vector<std::string>&) { return std::string(); })});
 }
@@ -300,16 +326,15 @@ void replicas_h100(const Options& o, std::vector<Row>& rows) {
   const auto ids = ids_of(first_list(agent, client, 32));
   std::vector<std::vector<std::string>> singles;
   for (const auto& id : ids) singles.push_back({id});
-  rows.push_back(
-      {"allocate_replica_envvar", "Allocate (b) 1 of 32 replicas (4/GPU), envvar",
-       time_allocate(agent, client, "Allocate (b)", o.calls, singles,
-                     [](const std::vector<std::string>& req, const ContainerAllocation& a) -> std::string {
-                       const auto it = a.envs.find("NVIDIA_VISIBLE_DEVICES");
-                       const std::string gpu = req[0].substr(0, req[0].find("::"));
-                       if (it == a.envs.end() || it->second != gpu) return fmt::format("envs {}", a.envs);
-                       return "";
-                     })});
-  rows.push_back({"preferred_1_of_32_replicas", "GetPreferredAllocation 1 of 32 replicas",
+  rows.push_back({1, "allocate_replica_envvar", "Allocate (b) 1 of 32 replicas (4/GPU), envvar",
+                  time_allocate(agent, client, "Allocate (b)", o.calls, singles,
+                                [](const std::vector<std::string>& req, const ContainerAllocation& a) -> std::string {
+                                  const auto it = a.envs.find("NVIDIA_VISIBLE_DEVICES");
+                                  const std::string gpu = req[0].substr(0, req[0].find("::"));
+                                  if (it == a.envs.end() || it->second != gpu) return fmt::format("envs {}", a.envs);
+                                  return "";
+                                })});
+  rows.push_back({2, "preferred_1_of_32_replicas", "GetPreferredAllocation 1 of 32 replicas",
                   time_preferred(agent, client, "preferred replicas", o.calls, ids, 1,
                                  [](const std::vector<std::string>&) { return std::string(); })});
 }
@@ -321,25 +346,24 @@ void device_specs_h100(const Options& o, std::vector<Row>& rows) {
   for (const char* n : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
     dev_root.write(std::string("dev/") + n, "");
   }
-  BenchAgent agent(kH100, "",
-                   {"--device-list-strategy", "volume-mounts", "--pass-device-specs", "true", "--dev-root",
-                    dev_root.path().string()});
+  BenchAgent agent(
+      kH100, "",
+      {"--device-list-strategy", "volume-mounts", "--pass-device-specs=true", "--dev-root", dev_root.path().string()});
   const auto regs = agent.registrations(1);
   PluginClient client(agent.socket(regs[0]));
   const auto ids = ids_of(first_list(agent, client, 8));
   std::vector<std::vector<std::string>> singles;
   for (const auto& id : ids) singles.push_back({id});
-  rows.push_back(
-      {"allocate_device_specs_volume_mounts", "Allocate (d) 1 GPU, passDeviceSpecs + volume-mounts",
-       time_allocate(agent, client, "Allocate (d)", o.calls, singles,
-                     [](const std::vector<std::string>& req, const ContainerAllocation& a) -> std::string {
-                       // One mount naming the device; /dev/nvidia<minor> plus the 4 control nodes.
-                       if (a.mounts.size() != 1 || !a.mounts[0].container_path.ends_with("/" + req[0]) ||
-                           a.devices.size() != 5) {
-                         return fmt::format("{} mounts, {} device specs", a.mounts.size(), a.devices.size());
-                       }
-                       return "";
-                     })});
+  rows.push_back({1, "allocate_device_specs_volume_mounts", "Allocate (d) 1 GPU, passDeviceSpecs + volume-mounts",
+                  time_allocate(agent, client, "Allocate (d)", o.calls, singles,
+                                [](const std::vector<std::string>& req, const ContainerAllocation& a) -> std::string {
+                                  // One mount naming the device; /dev/nvidia<minor> plus the 4 control nodes.
+                                  if (a.mounts.size() != 1 || !a.mounts[0].container_path.ends_with("/" + req[0]) ||
+                                      a.devices.size() != 5) {
+                                    return fmt::format("{} mounts, {} device specs", a.mounts.size(), a.devices.size());
+                                  }
+                                  return "";
+                                })});
 }
 
 // 2: preferred 4 of 8 on two NVLink islands; the answer must be one whole island.
@@ -350,7 +374,7 @@ void preferred_a100_islands(const Options& o, std::vector<Row>& rows) {
   const auto ids = ids_of(first_list(agent, client, 8));
   std::map<std::string, int> island;
   for (size_t i = 0; i < ids.size(); ++i) island[ids[i]] = i < 4 ? 0 : 1;
-  rows.push_back({"preferred_4_of_8_a100_nvlink", "GetPreferredAllocation 4 of 8, dgx-a100-8, 2 NVLink islands",
+  rows.push_back({2, "preferred_4_of_8_a100_nvlink", "GetPreferredAllocation 4 of 8, dgx-a100-8, 2 NVLink islands",
                   time_preferred(agent, client, "preferred A100", o.calls, ids, 4,
                                  [&](const std::vector<std::string>& got) -> std::string {
                                    std::set<int> islands;
@@ -368,7 +392,7 @@ void startup(const Options& o, std::vector<Row>& rows) {
     agent.registrations(1);
     ms.push_back(ms_between(agent.started(), Clock::now()));
   }
-  rows.push_back({"start_to_first_register", "Agent start (fork) -> first Register, hgx-h100-8", summarize(ms)});
+  rows.push_back({3, "start_to_first_register", "Agent start (fork) -> first Register, hgx-h100-8", summarize(ms)});
 }
 
 // 3: kubelet restarts on MIG mixed (nvidia.com/gpu: 7 GPUs, nvidia.com/mig-3g.40gb: 2).
@@ -411,25 +435,28 @@ size_t kubelet_restarts(const Options& o, std::vector<Row>& rows) {
   clients.clear();
   std::this_thread::sleep_for(300ms);
   const size_t total = agent.registry().registrations().size() - baseline;
-  rows.push_back({"kubelet_restart_call", "Kubelet restart: restart() call itself", summarize(call_ms)});
-  rows.push_back({"kubelet_restart_to_all_registered", "Kubelet restart -> Register for both resources",
+  rows.push_back({3, "kubelet_restart_call", "Kubelet restart: restart() call itself", summarize(call_ms)});
+  rows.push_back({3, "kubelet_restart_to_all_registered", "Kubelet restart -> Register for both resources",
                   summarize(register_ms)});
-  rows.push_back({"kubelet_restart_to_all_listed", "Kubelet restart -> ListAndWatch lists on both new sockets",
+  rows.push_back({3, "kubelet_restart_to_all_listed", "Kubelet restart -> ListAndWatch lists on both new sockets",
                   summarize(list_ms)});
   return total - names.size() * static_cast<size_t>(o.restarts);
 }
 
-// 4: config replicas 2 <-> 4 on hgx-h100-8 (16 <-> 32 devices).
-void config_reloads(const Options& o, std::vector<Row>& rows) {
+// 4: config replicas 2 <-> 4 on hgx-h100-8 (16 <-> 32 devices), `reloads` changes. The new list may come
+// on the open ListAndWatch stream (the agent keeps the server) or, when the agent restarts the server,
+// after a new Register on a new stream; both are timed to the list. Returns how many changes re-registered.
+int config_reloads(const Options& o, std::vector<Row>& rows) {
   BenchAgent agent(kH100, time_slicing(2));
   auto regs = agent.registrations(1);
   auto client = std::make_unique<PluginClient>(agent.socket(regs[0]));
   first_list(agent, *client, 16);
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> phase_ms(0, 500);
-  std::vector<double> up_reg, up_list, all_reg, all_list;
+  std::vector<double> up_list, all_list, all_reg;
   for (int i = 0; i < o.reloads; ++i) {
     const int replicas = i % 2 == 0 ? 4 : 2;
+    const auto want = static_cast<size_t>(8 * replicas);
     std::this_thread::sleep_for(std::chrono::milliseconds(phase_ms(rng)));
     const size_t from = agent.registry().registrations().size();
     // Write then rename, as a ConfigMap update does: the agent never reads a half-written file.
@@ -437,21 +464,25 @@ void config_reloads(const Options& o, std::vector<Row>& rows) {
     std::ofstream(next) << time_slicing(replicas);
     const auto t0 = Clock::now();
     std::filesystem::rename(next, agent.config_path());
-    auto [registered, latest] = agent.registered_since(from, {"nvidia.com/gpu"});
-    client = std::make_unique<PluginClient>(agent.socket(latest.at("nvidia.com/gpu")));
-    first_list(agent, *client, static_cast<size_t>(8 * replicas));
-    const auto listed = Clock::now();
-    all_reg.push_back(ms_between(t0, registered));
-    all_list.push_back(ms_between(t0, listed));
-    if (replicas == 4) {
-      up_reg.push_back(all_reg.back());
-      up_list.push_back(all_list.back());
+    // nullopt as soon as the stream ends without the new list: the server was restarted.
+    auto list = client->wait_for_list([&](const auto& l) { return l.size() == want; }, 10s);
+    if (!list) {
+      if (!client->stream_ended()) agent.fail(fmt::format("no list of {} devices after the config change", want));
+      auto [registered, latest] = agent.registered_since(from, {"nvidia.com/gpu"});
+      all_reg.push_back(ms_between(t0, registered));
+      client = std::make_unique<PluginClient>(agent.socket(latest.at("nvidia.com/gpu")));
+      first_list(agent, *client, want);
     }
+    all_list.push_back(ms_between(t0, Clock::now()));
+    if (replicas == 4) up_list.push_back(all_list.back());
   }
-  rows.push_back({"reload_2_to_4_registered", "Config replicas 2->4 -> new Register", summarize(up_reg)});
-  rows.push_back({"reload_2_to_4_listed", "Config replicas 2->4 -> list of 32 devices", summarize(up_list)});
-  rows.push_back({"reload_any_registered", "Config replicas 2<->4 (both ways) -> new Register", summarize(all_reg)});
-  rows.push_back({"reload_any_listed", "Config replicas 2<->4 (both ways) -> new list", summarize(all_list)});
+  rows.push_back({4, "reload_2_to_4_listed", "Config replicas 2->4 -> list of 32 devices", summarize(up_list)});
+  rows.push_back({4, "reload_any_listed", "Config replicas 2<->4 (both ways) -> new list", summarize(all_list)});
+  if (!all_reg.empty()) {
+    rows.push_back(
+        {4, "reload_any_registered", "Config replicas 2<->4 -> new Register (restarts only)", summarize(all_reg)});
+  }
+  return static_cast<int>(all_reg.size());
 }
 
 bool parse(int argc, char** argv, Options& o) {
@@ -484,13 +515,14 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fprintf(stderr,
-                 "usage: %s [--json] [--calls N=2000] [--restarts N=20] [--reloads N=10] [--starts N=8]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--json] [--calls N=2000] [--restarts N=20] [--reloads N=20] [--starts N=10]\n",
+                 argv[0]);
     return 2;
   }
   const auto t0 = Clock::now();
   std::vector<Row> rows;
   size_t extra_registrations = 0;
+  int reregistered_reloads = 0;
   try {
     exclusive_h100(o, rows);
     replicas_h100(o, rows);
@@ -498,20 +530,26 @@ int main(int argc, char** argv) {
     preferred_a100_islands(o, rows);
     startup(o, rows);
     extra_registrations = kubelet_restarts(o, rows);
-    config_reloads(o, rows);
+    reregistered_reloads = config_reloads(o, rows);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "device_plugin_bench: %s\n", e.what());
     return 1;
   }
   const double total_s = ms_between(t0, Clock::now()) / 1000.0;
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    if (a.section != b.section) return a.section < b.section;
+    return a.section == 1 && a.label < b.label;
+  });
 
   if (o.json) {
     nlohmann::json out;
     out["unit"] = "ms";
     out["total_seconds"] = total_s;
     out["extra_registrations_on_restart"] = extra_registrations;
+    out["config_changes"] = o.reloads;
+    out["config_changes_reregistered"] = reregistered_reloads;
     for (const auto& r : rows) {
-      out["results"][r.key] = {{"label", r.label}, {"n", r.stats.n},     {"p50", r.stats.p50},
+      out["results"][r.key] = {{"label", r.label},   {"n", r.stats.n},     {"p50", r.stats.p50},
                                {"p90", r.stats.p90}, {"p99", r.stats.p99}, {"max", r.stats.max}};
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -524,6 +562,8 @@ int main(int argc, char** argv) {
                 r.stats.p99, r.stats.max);
   }
   std::printf("Register calls beyond one per resource per kubelet restart: %zu\n", extra_registrations);
+  std::printf("config changes answered by a server restart and new Register (else on the open stream): %d of %d\n",
+              reregistered_reloads, o.reloads);
   std::printf("total run time: %.1f s\n", total_s);
   return 0;
 }
