@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The main job on a simulated node: `kgpu inventory`, then `kgpu agent` serving GPU metrics.
+# The main job on a simulated node: `kgpu inventory`, then `kgpu agent` serving GPU metrics, the
+# kubelet device plugins (with an NVIDIA-format time-slicing config) and the node labels, all in a
+# temporary directory standing in for the kubelet's and NFD's directories.
 # Usage: scripts/demo.sh BUILD_DIR NODE_YAML [SECONDS]   (SECONDS=0: serve until Ctrl-C)
 set -euo pipefail
 build=${1:?build dir}
@@ -11,17 +13,28 @@ export KGPU_FAKE_NVML_CONFIG="$node"
 
 "$build/kgpu" inventory --nvml-library "$lib"
 echo
+state=$(mktemp -d /tmp/kgpu-demo.XXXXXX)
+mkdir -p "$state/device-plugins" "$state/features.d"
+printf '%s\n' 'version: v1' 'sharing:' '  timeSlicing:' '    failRequestsGreaterThanOne: true' '    resources:' \
+  '    - name: nvidia.com/gpu' '      rename: nvidia.com/gpu.shared' '      replicas: 4' '      devices: [0, 1]' \
+  > "$state/config.yaml"
 NODE_NAME=${NODE_NAME:-demo-node} "$build/kgpu" agent --nvml-library "$lib" -a "127.0.0.1:$port" -c 1000 \
-  --pod-resources-socket "" &
+  --pod-resources-socket "" --device-plugin-dir "$state/device-plugins" --cdi-root "$state/cdi" \
+  --output-file "$state/features.d/gfd" --config-file "$state/config.yaml" &
 agent=$!
-trap 'kill $agent 2>/dev/null || true; wait $agent 2>/dev/null || true' EXIT
+trap 'kill $agent 2>/dev/null || true; wait $agent 2>/dev/null || true; rm -rf "$state"' EXIT
 for _ in $(seq 50); do
   curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
   sleep 0.1
 done
 sleep 1.5
 echo "Serving http://127.0.0.1:$port/metrics (dcgm-exporter compatible). A few lines of it:"
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^(DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)\{gpu="[04]"|^kgpu_samples_total' || true
+curl -s "http://127.0.0.1:$port/metrics" | grep -E '^(DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)\{gpu="[04]"|^kgpu_samples_total|^kgpu_device_plugin_devices' || true
+echo
+echo "Device plugin sockets (GPUs 0-1 time-sliced x4 as nvidia.com/gpu.shared; no kubelet here, so not registered):"
+ls "$state/device-plugins"
+echo "Node labels written for NFD, a few of them:"
+grep -E '^nvidia.com/(gpu[.](product|count|replicas|sharing-strategy)|cuda[.]driver-version[.]full)=' "$state/features.d/gfd" || true
 if [ "$seconds" = 0 ]; then
   echo "Ctrl-C to stop."
   wait $agent
