@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "cli/lint_cmd.h"
 #include "gpu/node.h"
 #include "gpu/report.h"
 #include "sim/report.h"
@@ -304,6 +305,8 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--machine-type-file", ov.gfd_machine_type_file, "Source of nvidia.com/gpu.machine")
       ->envname("GFD_MACHINE_TYPE_FILE");
 
+  auto* lint_cmd = add_lint_command(app);
+
   SimOptions so;
   auto* sim_cmd = app.add_subcommand("sim", "Simulate scheduling policies on a cluster trace (Alibaba openb CSV)");
   sim_cmd->add_option("--nodes", so.nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
@@ -338,6 +341,7 @@ int run(int argc, char** argv) {
   if (*telemetry) return cmd_telemetry(g, json, samples, interval_ms);
   if (*processes) return cmd_processes(g, json);
   if (*events) return cmd_events(g, duration_s, max_count);
+  if (*lint_cmd) return run_lint_command();
   if (*sim_cmd) return cmd_sim(so);
   if (*agent_cmd) {
     ao.nvml_library = g.nvml_library;
