@@ -15,6 +15,7 @@
 #include "cli/lint_cmd.h"
 #include "gpu/node.h"
 #include "gpu/report.h"
+#include "cli/doctor_cmd.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -187,6 +188,8 @@ int cmd_sim(const SimOptions& o) {
 
 int run(int argc, char** argv) {
   CLI::App app{"kgpu: the GPU layer of Kubernetes (scheduling, sharing and monitoring of NVIDIA GPUs)"};
+  // Installed as kubectl-gpu, kubectl runs us for `kubectl gpu ...`: say so in usage lines.
+  if (argc > 0 && std::string_view(argv[0]).ends_with("kubectl-gpu")) app.name("kubectl gpu");
   app.require_subcommand(1);
   app.fallthrough();  // global options are accepted after the subcommand too
   GlobalOptions g;
@@ -332,6 +335,7 @@ int run(int argc, char** argv) {
   sim_cmd->add_option("--csv", so.csv_path, "Also write every run as CSV to this file");
   sim_cmd->add_option("--svg", so.svg_path, "Write a plot of allocation vs arrived ratio per policy");
 
+  auto* doctor_cmd = add_doctor_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -341,6 +345,7 @@ int run(int argc, char** argv) {
   if (*telemetry) return cmd_telemetry(g, json, samples, interval_ms);
   if (*processes) return cmd_processes(g, json);
   if (*events) return cmd_events(g, duration_s, max_count);
+  if (*doctor_cmd) return run_doctor_command();
   if (*lint_cmd) return run_lint_command();
   if (*sim_cmd) return cmd_sim(so);
   if (*agent_cmd) {

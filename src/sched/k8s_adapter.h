@@ -1,0 +1,62 @@
+// Adapts Kubernetes objects (src/k8s views) into the scheduler's model, so that `kgpu doctor` asks
+// the scheduler's own filter plugins whether a pod fits a node, node by node, with their reasons.
+//
+// One device resource at a time: every allocatable unit of `resource` ("nvidia.com/gpu",
+// "nvidia.com/mig-1g.10gb", ...) on a node becomes one GPU of kMilli in sched::Node::gpu_free. What
+// is free is the node's allocatable minus the requests of the non-terminal pods bound to it
+// (spec.nodeName set, phase neither Succeeded nor Failed): finished pods hold nothing, as in the
+// real scheduler. CPU is in milli-CPU, memory in MiB (requests rounded up).
+//
+// Thread safety: plain functions over immutable inputs; the returned values are owned by the caller.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8s/document.h"
+#include "k8s/objects.h"
+#include "sched/cluster.h"
+#include "sched/framework.h"
+
+namespace kgpu::sched {
+
+struct K8sNodeRef {
+  const k8s::Document* doc = nullptr;
+  const k8s::KubeNode* node = nullptr;
+};
+
+struct K8sPodRef {
+  const k8s::Document* doc = nullptr;
+  const k8s::Pod* pod = nullptr;
+};
+
+// True for pods whose resources the scheduler counts on their node: bound and not finished.
+bool holds_node_resources(const k8s::Pod& pod);
+
+// The cluster for `resource`; node i of the result is nodes[i]. GPU model: the node's
+// nvidia.com/gpu.product label.
+Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sPodRef> pods, std::string_view resource);
+
+// The pod as the scheduler sees it for `resource`: num_gpu = its request (whole units), node
+// selector, tolerations (an empty operator is Equal), CPU and memory requests.
+Pod pod_from_k8s(const k8s::Document& doc, const k8s::Pod& pod, std::string_view resource);
+
+// default_filters() preceded by the pod's required node affinity (k8s::matches_any over the
+// node's labels; reason "node(s) didn't match Pod's node affinity/selector"). `nodes` must be the
+// list the cluster was built from and outlive the filters.
+std::vector<std::unique_ptr<FilterPlugin>> filters_for(const k8s::Pod& pod, std::span<const K8sNodeRef> nodes);
+
+// Every node through the filters in order (the first failing filter gives the node's reason), as
+// the scheduler's Filter phase does, without scoring or reserving anything.
+struct FitReport {
+  Outcome outcome;                                  // feasible count and reasons by text
+  std::vector<std::optional<std::string>> reasons;  // per node: nullopt = fits
+  std::vector<std::string> plugin;                  // per node: the plugin that rejected it ("" = fits)
+};
+FitReport explain_fit(const Pod& pod, const Cluster& cluster, std::span<const std::unique_ptr<FilterPlugin>> filters);
+
+}  // namespace kgpu::sched

@@ -1,0 +1,353 @@
+// kgpu doctor over the fixtures in test/data/doctor (test/data/doctor/make_fixtures.py writes them):
+// every failure the guide lists yields its exact finding, the healthy cluster none; targets, JSON,
+// exit codes, and collection through a fake kubectl.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "doctor/collect.h"
+#include "doctor/diagnose.h"
+#include "doctor/snapshot.h"
+
+namespace kgpu::doctor {
+namespace {
+
+const std::string kData = std::string(KGPU_SOURCE_DIR) + "/test/data/doctor/";
+
+Snapshot load(const std::string& name) {
+  auto s = Snapshot::load({kData + name + "/snapshot.json"});
+  EXPECT_TRUE(s.has_value()) << name;
+  EXPECT_TRUE(s->errors().empty()) << name;
+  return std::move(*s);
+}
+
+std::vector<Finding> run(const Snapshot& s, Options o = {}) {
+  auto f = diagnose(s, o);
+  EXPECT_TRUE(f.has_value());
+  return f ? *f : std::vector<Finding>{};
+}
+
+const Finding* find(const std::vector<Finding>& fs, const std::string& rule, const std::string& object = "") {
+  for (const auto& f : fs) {
+    if (f.rule == rule && (object.empty() || f.object == object)) return &f;
+  }
+  return nullptr;
+}
+
+bool any_evidence(const Finding& f, const std::string& needle) {
+  for (const auto& e : f.evidence) {
+    if (e.text.find(needle) != std::string::npos || e.source.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool any_of(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const auto& l : lines) {
+    if (l.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string dump(const std::vector<Finding>& fs) { return to_text(fs); }
+
+struct Case {
+  const char* fixture;
+  const char* rule;
+  const char* object;
+  Severity severity;
+  Layer layer;
+  const char* evidence;  // substring of an evidence text or source
+  const char* fix;       // substring of a fix line
+  const char* detail;    // substring of a detail line ("" = none asserted)
+};
+
+class DoctorCase : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DoctorCase, ReportsTheFinding) {
+  const Case& c = GetParam();
+  const Snapshot s = load(c.fixture);
+  const auto fs = run(s);
+  const Finding* f = find(fs, c.rule, c.object);
+  ASSERT_NE(f, nullptr) << c.fixture << ":\n" << dump(fs);
+  EXPECT_EQ(f->severity, c.severity);
+  EXPECT_EQ(f->layer, c.layer);
+  EXPECT_TRUE(any_evidence(*f, c.evidence)) << dump({*f});
+  EXPECT_TRUE(any_of(f->fix, c.fix)) << dump({*f});
+  if (*c.detail != '\0') {
+    EXPECT_TRUE(any_of(f->details, c.detail)) << dump({*f});
+  }
+  // Evidence points back into the snapshot (file:line) or a log line.
+  for (const auto& e : f->evidence) EXPECT_NE(e.source.find("snapshot.json:"), std::string::npos) << e.source;
+}
+
+const Case kCases[] = {
+    {"insufficient-gpu", "insufficient-gpu", "pod/team-a/train-bert", Severity::kCritical, Layer::kScheduler,
+     "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector.",
+     "kubectl scale statefulset -n team-a jupyter-alice --replicas=0",
+     "team-a/jupyter-alice-0 holds 1 nvidia.com/gpu on gpu-l4-2, running 9d0h -- notebook, running for days"},
+    {"selector-shared", "selector-no-match", "pod/default/gpu-smi", Severity::kCritical, Layer::kScheduler,
+     "4 node(s) didn't match Pod's node affinity/selector",
+     "{\"nodeSelector\":{\"nvidia.com/gpu.product\":\"NVIDIA-L4-SHARED\"}}",
+     "NVIDIA-L4-SHARED is NVIDIA-L4 with time-slicing's -SHARED suffix"},
+    {"selector-mig", "selector-no-match", "pod/team-a/embed-worker", Severity::kCritical, Layer::kScheduler,
+     "didn't match Pod's node affinity/selector", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
+     "with the MIG (single strategy) product suffix"},
+    {"taint-not-tolerated", "gpu-taint-not-tolerated", "pod/default/cuda-vectoradd", Severity::kCritical,
+     Layer::kScheduler, "nvidia.com/gpu=present:NoSchedule",
+     "{\"tolerations\":[{\"key\":\"nvidia.com/gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]}", ""},
+    {"quota-exhausted", "quota-exhausted", "job/team-a/finetune-llama", Severity::kCritical, Layer::kSpec,
+     "exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=4",
+     "kubectl describe resourcequota -n team-a gpu-quota", ""},
+    {"rolling-update", "rolling-update-second-gpu", "pod/llm/qwen-vllm-7f9c6d5b48-pqn22", Severity::kCritical,
+     Layer::kScheduler, "type: RollingUpdate",
+     "kubectl patch deployment -n llm qwen-vllm --type merge -p '{\"spec\":{\"strategy\":{\"type\":\"Recreate\"",
+     "old pod qwen-vllm-5d8f7c9b6-"},
+    {"fractional-request", "gpu-request-fractional", "deployment/llm/embeddings", Severity::kCritical, Layer::kSpec,
+     "Invalid value: \"500m\": must be an integer", "nvidia.com/mig-1g.10gb", ""},
+    {"request-limit-mismatch", "gpu-request-limit-mismatch", "deployment/llm/whisper", Severity::kCritical,
+     Layer::kSpec, "must be equal to nvidia.com/gpu limit of 2", "set resources.limits nvidia.com/gpu", ""},
+    {"gpu-not-advertised", "gpu-not-advertised", "node/gpu-l4-2", Severity::kCritical, Layer::kPlugin,
+     "Error: error validating toolkit installation", "-c toolkit-validation", "device plugin pod gpu-operator/"},
+    {"driver-version-mismatch", "driver-version-mismatch", "node/gpu-a100-1", Severity::kCritical, Layer::kDriver,
+     "Failed to initialize NVML: Driver/library version mismatch", "kubectl drain gpu-a100-1 --ignore-daemonsets", ""},
+    {"driver-kernel-crashloop", "driver-kernel-crashloop", "node/gpu-l4-1", Severity::kCritical, Layer::kDriver,
+     "kernelVersion: 6.14.0-1011-aws", "driver.usePrecompiled=true", ""},
+    {"driver-secure-boot", "driver-secure-boot", "node/gpu-a100-1", Severity::kCritical, Layer::kDriver,
+     "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service", "signed driver modules", ""},
+    {"toolkit-init-error", "toolkit-init-error", "pod/default/cuda-vectoradd", Severity::kCritical, Layer::kRuntime,
+     "nvidia-container-cli: initialization error: nvml error: driver not loaded",
+     "kubectl logs -n gpu-operator nvidia-driver-daemonset-", "driver pod gpu-operator/nvidia-driver-daemonset-"},
+    {"app-no-gpu-requested", "app-no-gpu-requested", "pod/team-a/pytorch-train", Severity::kWarning, Layer::kApp,
+     "RuntimeError: Found no NVIDIA driver on your system", "\"nvidia.com/gpu\":1", ""},
+    {"app-visible-devices", "app-visible-devices-by-hand", "pod/team-a/benchmark", Severity::kCritical, Layer::kApp,
+     "NVIDIA_VISIBLE_DEVICES=all", "remove env NVIDIA_VISIBLE_DEVICES", ""},
+    {"app-cuda-newer", "app-cuda-newer-than-driver", "pod/team-a/train-gpt", Severity::kCritical, Layer::kApp,
+     "The NVIDIA driver on your system is too old (found version 12080)", "nvidia-smi", ""},
+    {"mig-failed", "mig-config-failed", "node/gpu-a100-1", Severity::kCritical, Layer::kNode,
+     "nvidia.com/mig.config=all-1g.5gb, nvidia.com/mig.config.state=failed",
+     "nvidia.com/mig.config=<a profile valid for", ""},
+    {"mig-pending", "mig-config-pending", "node/gpu-a100-1", Severity::kWarning, Layer::kNode,
+     "nvidia.com/mig.config.state=pending", "mig\\.config\\.state", ""},
+    {"admission-shared", "admission-shared-request", "pod/team-a/llama-70b", Severity::kCritical, Layer::kPlugin,
+     "maximum request size for shared resources is 1", "\"nvidia.com/gpu\":1", ""},
+    {"admission-kubelet-restart", "admission-plugin-not-registered", "pod/team-a/batch-infer-m4g5f",
+     Severity::kCritical, Layer::kPlugin, "Starting kubelet.", "kubectl delete pod -n team-a batch-infer-m4g5f", ""},
+    {"dra-unsatisfiable", "dra-claim-unsatisfiable", "pod/llm/llama-dra", Severity::kCritical, Layer::kScheduler,
+     "2 cannot allocate all claims", "kubectl get resourceslices", "published memory capacities: 23034Mi x2"},
+    {"gpu-node-cpu-full", "gpu-node-cpu-memory-full", "pod/team-a/notebook-bob", Severity::kCritical, Layer::kScheduler,
+     "1 Insufficient cpu", "kubectl taint nodes gpu-l4-2 nvidia.com/gpu=present:NoSchedule",
+     "gpu-l4-2: insufficient cpu"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DoctorCase, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           std::string n = p.param.fixture;
+                           for (auto& ch : n) ch = ch == '-' ? '_' : ch;
+                           return n;
+                         });
+
+TEST(Doctor, HealthyClusterHasNoFindings) {
+  const Snapshot s = load("healthy");
+  EXPECT_EQ(s.nodes.size(), 4u);
+  EXPECT_EQ(s.collected_at(), "2026-10-20T10:00:00Z");
+  const auto fs = run(s);
+  EXPECT_TRUE(fs.empty()) << dump(fs);
+  EXPECT_EQ(exit_code(fs), 0);
+}
+
+TEST(Doctor, EveryFixtureReportsOnlyItsOwnProblemAtTheCriticalLevel) {
+  // A case's critical findings are its own rule (plus the plugin-layer consequence of a broken driver).
+  for (const auto& c : kCases) {
+    const auto fs = run(load(c.fixture));
+    for (const auto& f : fs) {
+      if (f.severity != Severity::kCritical) continue;
+      const bool ok =
+          f.rule == c.rule || (f.rule == "gpu-not-advertised" && std::string(c.rule).starts_with("driver-"));
+      EXPECT_TRUE(ok) << c.fixture << ": unexpected " << f.rule << " " << f.object;
+    }
+  }
+}
+
+TEST(Doctor, ChecklistItemsFromTheSnapshot) {
+  const auto fs = run(load("checklist-gaps"));
+  for (const auto& [rule, object] : std::vector<std::pair<std::string, std::string>>{
+           {"checklist-gpu-nodes-tainted", "cluster"},
+           {"checklist-priority-classes", "cluster"},
+           {"checklist-gpu-metrics-scraped", "cluster"},
+           {"checklist-gpu-alerts", "cluster"},
+           {"checklist-one-driver-owner", "node/gpu-l4-1"},
+           {"checklist-cuda-validator", "node/gpu-a100-1"},
+           {"checklist-gpu-quota", "namespace/team-b"},
+           {"checklist-pdb-inference", "deployment/team-b/chat"},
+           {"checklist-image-pinned", "deployment/team-b/chat"},
+           {"checklist-startup-probe", "deployment/team-b/chat"},
+           {"checklist-autoscale-queue-depth", "horizontalpodautoscaler/team-b/chat"},
+       }) {
+    EXPECT_NE(find(fs, rule, object), nullptr) << rule << " " << object << "\n" << dump(fs);
+  }
+  const Finding* alerts = find(fs, "checklist-gpu-alerts");
+  ASSERT_NE(alerts, nullptr);
+  EXPECT_EQ(alerts->summary, "no alert rule for GPU temperature, memory, XID errors, idle allocated GPUs");
+  const Finding* owner = find(fs, "checklist-one-driver-owner");
+  ASSERT_NE(owner, nullptr);
+  EXPECT_TRUE(any_evidence(*owner, "cloud.google.com/gke-gpu-driver-version=latest"));
+  // Untolerating workloads: the taint was removed here, so the item is checked in the taint fixture instead.
+  Options no_checklist;
+  no_checklist.checklist = false;
+  EXPECT_TRUE(run(load("checklist-gaps"), no_checklist).empty());
+}
+
+TEST(Doctor, WorkloadsMustTolerateTheGpuTaint) {
+  // The healthy cluster with a GPU Deployment lacking the toleration: checked from the template.
+  const auto fs = run(load("checklist-gaps"));
+  EXPECT_EQ(find(fs, "checklist-workloads-tolerate"), nullptr);  // GPU nodes untainted there: nothing to tolerate
+  const auto taint = run(load("taint-not-tolerated"));
+  const Finding* f = find(taint, "checklist-workloads-tolerate", "job/team-a/render");
+  ASSERT_NE(f, nullptr) << dump(taint);
+  EXPECT_NE(f->summary.find("nvidia.com/gpu=present:NoSchedule"), std::string::npos);
+  EXPECT_TRUE(any_of(f->fix, "kubectl patch job -n team-a render --type merge"));
+  EXPECT_EQ(find(taint, "checklist-workloads-tolerate", "pod/default/cuda-vectoradd"),
+            nullptr);  // bare pods: not workloads
+}
+
+TEST(Doctor, Targets) {
+  const Snapshot s = load("toolkit-init-error");
+  Options pod;
+  pod.target = {Target::Kind::kPod, "default", "cuda-vectoradd"};
+  auto fs = run(s, pod);
+  ASSERT_EQ(fs.size(), 1u) << dump(fs);
+  EXPECT_EQ(fs[0].rule, "toolkit-init-error");
+
+  Options node;
+  node.target = {Target::Kind::kNode, "", "gpu-l4-1"};
+  EXPECT_TRUE(run(s, node).empty());
+  node.target.name = "gpu-l4-2";
+  EXPECT_NE(find(run(s, node), "toolkit-init-error"), nullptr);
+
+  Options ns;
+  ns.target = {Target::Kind::kNamespace, "llm", ""};
+  EXPECT_TRUE(run(s, ns).empty());
+
+  Options missing;
+  missing.target = {Target::Kind::kPod, "default", "nope"};
+  auto r = diagnose(s, missing);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+}
+
+TEST(Doctor, JsonAndExitCodes) {
+  const auto fs = run(load("mig-pending"));
+  EXPECT_EQ(exit_code(fs), 1);
+  const auto j = to_json(fs);
+  ASSERT_EQ(j["findings"].size(), 1u);
+  EXPECT_EQ(j["findings"][0]["rule"], "mig-config-pending");
+  EXPECT_EQ(j["findings"][0]["severity"], "warning");
+  EXPECT_EQ(j["findings"][0]["layer"], "node");
+  EXPECT_EQ(j["exitCode"], 1);
+  EXPECT_EQ(exit_code(run(load("insufficient-gpu"))), 3);
+}
+
+TEST(Doctor, RuleCatalogCoversEveryRuleReported) {
+  std::set<std::string> ids;
+  for (const auto& r : rule_catalog()) ids.insert(r.id);
+  for (const auto& c : kCases) EXPECT_TRUE(ids.contains(c.rule)) << c.rule;
+}
+
+TEST(Doctor, ParseTime) {
+  EXPECT_EQ(parse_time("1970-01-02T00:00:00Z"), 86400);
+  EXPECT_EQ(parse_time("1970-01-02T01:00:00.123+01:00"), 86400);
+  EXPECT_FALSE(parse_time("yesterday").has_value());
+}
+
+// ---- the binary and the collector ----
+
+struct Ran {
+  int status = -1;
+  std::string out;
+};
+
+Ran sh(const std::string& cmd) {
+  Ran r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(DoctorCli, ExitCodesAndOutputs) {
+  const std::string kgpu = KGPU_BINARY;
+  EXPECT_EQ(sh(kgpu + " doctor --snapshot " + kData + "healthy/snapshot.json").status, 0);
+  EXPECT_EQ(sh(kgpu + " doctor --snapshot " + kData + "mig-pending/snapshot.json").status, 1);
+  auto r = sh(kgpu + " doctor --output json --snapshot " + kData + "insufficient-gpu/snapshot.json");
+  EXPECT_EQ(r.status, 3);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["findings"][0]["rule"], "insufficient-gpu");
+  r = sh(kgpu + " doctor --pod team-a/train-bert --snapshot " + kData + "insufficient-gpu/snapshot.json");
+  EXPECT_NE(r.out.find("critical [scheduler] insufficient-gpu pod/team-a/train-bert"), std::string::npos) << r.out;
+  EXPECT_EQ(sh(kgpu + " doctor --snapshot /nonexistent.json 2>/dev/null").status, 2);
+  EXPECT_EQ(sh(kgpu + " doctor --pod a/b --node n --snapshot " + kData + "healthy/snapshot.json 2>/dev/null").status,
+            2);
+  EXPECT_EQ(sh(kgpu + " doctor --pod default/missing --snapshot " + kData + "healthy/snapshot.json 2>/dev/null").status,
+            2);
+  r = sh(kgpu + " doctor --list-rules");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("dra-claim-unsatisfiable"), std::string::npos);
+}
+
+TEST(DoctorCollect, FakeKubectlSnapshotAndLiveMode) {
+  const std::string fake = kData + "fake-kubectl/kubectl";
+  const auto dir = std::filesystem::temp_directory_path() / ("kgpu-doctor-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string calls = (dir / "calls").string();
+  setenv("FAKE_KUBECTL_CALLS", calls.c_str(), 1);
+
+  CollectOptions o;
+  o.kubectl = fake;
+  o.context = "prod";
+  o.collected_at = "2026-10-20T10:00:00Z";
+  auto text = collect_snapshot(o);
+  ASSERT_TRUE(text.has_value()) << text.error().message;
+  auto snap = Snapshot::from(k8s::load_text(std::move(*text), "collected.json"));
+  EXPECT_EQ(snap.collected_at(), "2026-10-20T10:00:00Z");
+  EXPECT_EQ(snap.nodes.size(), 4u);
+  ASSERT_FALSE(snap.logs.empty());
+  EXPECT_EQ(snap.logs[0].container, "toolkit-validation");
+  ASSERT_FALSE(snap.collection_errors().empty());
+  EXPECT_NE(snap.collection_errors()[0].find("the server doesn't have a resource type \"prometheusrules\""),
+            std::string::npos);
+  const auto fs = run(snap);
+  const Finding* f = find(fs, "gpu-not-advertised", "node/gpu-l4-2");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_TRUE(any_evidence(*f, "Error: error validating toolkit installation"));
+
+  std::ifstream in(calls);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("get nodes,pods,events,deployments"), std::string::npos);
+  EXPECT_NE(all.find("logs -n gpu-operator nvidia-operator-validator-"), std::string::npos);
+
+  // The binary: --collect -o FILE, then the file; and live mode.
+  const std::string kgpu = KGPU_BINARY;
+  const std::string out = (dir / "snap.json").string();
+  EXPECT_EQ(sh(kgpu + " doctor --collect --kubectl " + fake + " -o " + out + " 2>/dev/null").status, 0);
+  EXPECT_EQ(sh(kgpu + " doctor --no-checklist --snapshot " + out).status, 3);
+  auto live = sh(kgpu + " doctor --kubectl " + fake + " --node gpu-l4-2");
+  EXPECT_EQ(live.status, 3);
+  EXPECT_NE(live.out.find("gpu-not-advertised node/gpu-l4-2"), std::string::npos) << live.out;
+  // No kubectl: a usage/input error.
+  EXPECT_EQ(sh(kgpu + " doctor --kubectl /nonexistent/kubectl 2>/dev/null").status, 2);
+  std::filesystem::remove_all(dir);
+  unsetenv("FAKE_KUBECTL_CALLS");
+}
+
+}  // namespace
+}  // namespace kgpu::doctor
