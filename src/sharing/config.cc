@@ -184,15 +184,6 @@ Result<std::vector<ListStrategy>> list_strategies_from(const std::string& s) {
   return out;
 }
 
-// Applies one "value from a scalar string" setter with errors wrapped in `where`.
-template <typename T, typename Parse>
-Result<void> set_from(T& field, const std::string& value, Parse parse, const std::string& where) {
-  auto v = parse(value);
-  if (!v) return std::unexpected(v.error().wrap(where));
-  field = *v;
-  return {};
-}
-
 // NVIDIA's rule: a bare name gets the nvidia.com/ prefix; the name part is a DNS-1123 label-like
 // string ([a-z0-9] at both ends, [-a-z0-9.] inside) of at most 63 characters.
 Result<std::string> resource_name(const std::string& raw) {
@@ -332,6 +323,24 @@ Result<std::vector<NamedResource>> parse_named(const Reader& r, const YAML::Node
   return out;
 }
 
+// Setters from a flag/file string to a config field, shared by the file and the overrides.
+auto assign(std::string& field) {
+  return [&field](const std::string& v) -> Result<void> {
+    field = v;
+    return {};
+  };
+}
+
+template <typename T, typename Parse>
+auto parsed(T& field, Parse parse) {
+  return [&field, parse](const std::string& v) -> Result<void> {
+    auto x = parse(v);
+    if (!x) return std::unexpected(x.error());
+    field = *x;
+    return {};
+  };
+}
+
 Result<void> parse_flags(const Reader& r, const YAML::Node& flags, Config& c) {
   if (!flags.IsMap()) return r.error(flags, "flags", "expected a mapping");
   r.check_keys(flags, "flags",
@@ -346,20 +355,6 @@ Result<void> parse_flags(const Reader& r, const YAML::Node& flags, Config& c) {
     auto ok = apply(*s);
     if (!ok) return std::unexpected(Error{ErrorCode::kInvalidArgument, r.where(n, path) + ": " + ok.error().message});
     return {};
-  };
-  auto assign = [](std::string& field) {
-    return [&field](const std::string& v) -> Result<void> {
-      field = v;
-      return {};
-    };
-  };
-  auto parsed = [](auto& field, auto parse) {
-    return [&field, parse](const std::string& v) -> Result<void> {
-      auto x = parse(v);
-      if (!x) return std::unexpected(x.error());
-      field = *x;
-      return {};
-    };
   };
   std::vector<Result<void>> results;
   results.push_back(str(flags["migStrategy"], "flags.migStrategy", parsed(c.mig_strategy, mig_strategy_from)));
@@ -482,20 +477,6 @@ Result<void> finalize(Config& c, const Overrides& o) {
     auto ok = setter(*value);
     if (!ok) return std::unexpected(ok.error().wrap(flag));
     return {};
-  };
-  auto assign = [](std::string& field) {
-    return [&field](const std::string& v) -> Result<void> {
-      field = v;
-      return {};
-    };
-  };
-  auto parsed = [](auto& field, auto parse) {
-    return [&field, parse](const std::string& v) -> Result<void> {
-      auto x = parse(v);
-      if (!x) return std::unexpected(x.error());
-      field = *x;
-      return {};
-    };
   };
   const Result<void> results[] = {
       apply(o.mig_strategy, "--mig-strategy", parsed(c.mig_strategy, mig_strategy_from)),
