@@ -41,7 +41,7 @@ int list_rules(const std::string& output) {
                  {"summary", r.summary},
                  {"fix", r.fix}});
   }
-  std::cout << j.dump(2) << "\n";
+  std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return 0;
 }
 
@@ -83,9 +83,9 @@ int run_lint_command() {
   }
   const lint::Report report = lint::lint_paths(o.paths, *opts);
   if (o.output == "json") {
-    std::cout << lint::to_json(report).dump(2) << "\n";
+    std::cout << lint::to_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (o.output == "sarif") {
-    std::cout << lint::to_sarif(report).dump(2) << "\n";
+    std::cout << lint::to_sarif(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << lint::to_text(report);
   }

@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   try {
     return kgpu::cli::run(argc, argv);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "kgpu: {}\n", e.what());
-    return 1;
+    // 2, not 1: for lint and doctor 1 means "findings"; an internal failure must not read as one.
+    fmt::print(stderr, "kgpu: internal error: {}\n", e.what());
+    return 2;
   }
 }

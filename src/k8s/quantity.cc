@@ -228,6 +228,10 @@ Quantity Quantity::from_milli(int64_t milli_units) {
   return from_nanos(static_cast<__int128>(milli_units) * 1'000'000, QuantityFormat::kDecimalSI);
 }
 
+namespace {
+constexpr __int128 kInt128Max = static_cast<__int128>((static_cast<unsigned __int128>(1) << 127) - 1);
+}  // namespace
+
 Quantity Quantity::from_nanos(__int128 nanos, QuantityFormat format) {
   Quantity q;
   q.nanos_ = nanos;
@@ -288,12 +292,17 @@ std::string Quantity::to_string() const {
   return out;
 }
 
+// Sums saturate at the int128 range instead of overflowing (hostile manifests add huge values).
 Quantity Quantity::operator+(const Quantity& other) const {
-  return from_nanos(nanos_ + other.nanos_, nanos_ == 0 ? other.format_ : format_);
+  __int128 sum = 0;
+  if (__builtin_add_overflow(nanos_, other.nanos_, &sum)) sum = other.nanos_ > 0 ? kInt128Max : -kInt128Max;
+  return from_nanos(sum, nanos_ == 0 ? other.format_ : format_);
 }
 
 Quantity Quantity::operator-(const Quantity& other) const {
-  return from_nanos(nanos_ - other.nanos_, nanos_ == 0 ? other.format_ : format_);
+  __int128 diff = 0;
+  if (__builtin_sub_overflow(nanos_, other.nanos_, &diff)) diff = other.nanos_ < 0 ? kInt128Max : -kInt128Max;
+  return from_nanos(diff, nanos_ == 0 ? other.format_ : format_);
 }
 
 }  // namespace kgpu::k8s

@@ -329,10 +329,11 @@ bool is_inference_server(const k8s::Container& c) {
     return std::any_of(kInferenceServers.begin(), kInferenceServers.end(), [&](auto s) { return contains(l, s); });
   };
   if (mentions(*c.image)) return true;
-  for (const auto* list : {&c.command, &c.args}) {
-    for (const k8s::Text& t : *list) {
-      if (mentions(*t)) return true;
-    }
+  // The program, not any argument: a test pod curling `release-vllm:8000` is not a server. With
+  // a generic image the server is named by the command (`vllm serve`, `python -m vllm...`).
+  const auto& program = c.command.empty() ? c.args : c.command;
+  for (size_t i = 0; i < program.size() && i < 3; ++i) {
+    if (mentions(*program[i])) return true;
   }
   return false;
 }
@@ -523,8 +524,12 @@ void check_inference(Emitter& e, const PodContext& pod, const k8s::Container& c,
                        c.liveness_probe ? "; its livenessProbe can restart it while the model is still loading" : ""));
   } else {
     const k8s::Probe& p = *c.startup_probe;
-    const int64_t budget =
-        p.initial_delay_seconds.value_or(0) + p.period_seconds.value_or(10) * p.failure_threshold.value_or(3);
+    // Saturating: absurd probe values must not wrap into a "too short" budget.
+    int64_t product = 0, budget = 0;
+    if (__builtin_mul_overflow(p.period_seconds.value_or(10), p.failure_threshold.value_or(3), &product) ||
+        __builtin_add_overflow(product, p.initial_delay_seconds.value_or(0), &budget)) {
+      budget = INT64_MAX;
+    }
     if (budget < min_budget) {
       e.emit(
           "GPU010", p.line,
@@ -596,12 +601,22 @@ void check_pod(Emitter& e, const PodContext& pod, const Options& options) {
 // -----------------------------------------------------------------------------------------------
 // Object rules
 
+struct TargetKey {
+  std::string_view kind, namespace_, name;
+};
+
 int spec_key_line(const k8s::Document& doc) { return key_line(doc.root, "spec"); }
 
-void check_deployment(Emitter& e, const k8s::Workload& w) {
+void check_deployment(Emitter& e, const k8s::Workload& w, const std::vector<TargetKey>& scaled) {
   const k8s::Document& doc = e.doc();
   if (doc.kind != "Deployment" || !uses_gpus(w.pod_template.spec)) return;
   if (w.replicas.value_or(1) > 1) return;
+  // An HPA in the same input that keeps at least two replicas: a rollout has a pod to spare.
+  const auto same = [&](const TargetKey& t) {
+    return t.kind == "Deployment" && t.name == doc.metadata.name &&
+           (t.namespace_.empty() || doc.metadata.namespace_.empty() || t.namespace_ == doc.metadata.namespace_);
+  };
+  if (std::any_of(scaled.begin(), scaled.end(), same)) return;
   if (w.strategy_type.value_or("RollingUpdate") != "RollingUpdate") return;
   const k8s::Node* strategy = doc.root->at({"spec", "strategy"});
   if (const k8s::Node* surge = doc.root->at({"spec", "strategy", "rollingUpdate", "maxSurge"})) {
@@ -710,26 +725,55 @@ bool wrapped_in_change_function(std::string_view expr, size_t pos) {
   return false;
 }
 
-bool compares_with_zero(std::string_view expr) {
-  for (size_t i = 0; i < expr.size(); ++i) {
-    std::string_view op;
-    if (expr.substr(i, 2) == "!=" || expr.substr(i, 2) == ">=") {
-      op = expr.substr(i, 2);
-    } else if (expr[i] == '>') {
-      op = ">";
+// True when the metric occurrence ending at `end` is compared with zero right away: `> 0`, `!= 0`,
+// `>= 1`, with or without `bool`.
+bool compared_with_zero_at(std::string_view expr, size_t end) {
+  size_t i = end;
+  auto skip_space = [&] {
+    while (i < expr.size() && std::isspace(static_cast<unsigned char>(expr[i]))) ++i;
+  };
+  // Label matchers, a range, and the closing parentheses of wrappers that keep the value sticky
+  // (max by (gpu) (X), max_over_time(X[5m])).
+  while (true) {
+    skip_space();
+    if (i < expr.size() && (expr[i] == '{' || expr[i] == '[')) {
+      const size_t close = expr.find(expr[i] == '{' ? '}' : ']', i);
+      if (close == std::string_view::npos) return false;
+      i = close + 1;
+    } else if (i < expr.size() && expr[i] == ')') {
+      ++i;
     } else {
-      continue;
+      break;
     }
-    size_t j = i + op.size();
-    if (expr.substr(j, 4) == "bool") j += 4;
-    while (j < expr.size() && std::isspace(static_cast<unsigned char>(expr[j]))) ++j;
-    size_t k = j;
-    while (k < expr.size() && (std::isdigit(static_cast<unsigned char>(expr[k])) || expr[k] == '.')) ++k;
-    const std::string_view number = expr.substr(j, k - j);
-    if (number.empty() || (k < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[k])) || expr[k] == '_')))
-      continue;
-    const double v = std::strtod(std::string(number).c_str(), nullptr);
-    if ((op == ">" && v == 0) || (op == "!=" && v == 0) || (op == ">=" && v > 0 && v <= 1)) return true;
+  }
+  std::string_view op;
+  if (expr.substr(i, 2) == "!=" || expr.substr(i, 2) == ">=") {
+    op = expr.substr(i, 2);
+  } else if (i < expr.size() && expr[i] == '>') {
+    op = ">";
+  } else {
+    return false;
+  }
+  i += op.size();
+  skip_space();
+  if (expr.substr(i, 4) == "bool") {
+    i += 4;
+    skip_space();
+  }
+  size_t k = i;
+  while (k < expr.size() && (std::isdigit(static_cast<unsigned char>(expr[k])) || expr[k] == '.')) ++k;
+  const std::string_view number = expr.substr(i, k - i);
+  if (number.empty() || (k < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[k])) || expr[k] == '_'))) {
+    return false;
+  }
+  const double v = std::strtod(std::string(number).c_str(), nullptr);
+  return (op == ">" && v == 0) || (op == "!=" && v == 0) || (op == ">=" && v > 0 && v <= 1);
+}
+
+// An `and` / `unless` with a change function elsewhere makes the alert resolve.
+bool has_change_guard(std::string_view expr) {
+  for (std::string_view f : {"changes(", "increase(", "delta(", "idelta(", "rate(", "irate(", "resets("}) {
+    if (expr.find(f) != std::string_view::npos) return true;
   }
   return false;
 }
@@ -746,9 +790,9 @@ void check_alerts(Emitter& e, const k8s::PrometheusRule& pr) {
         const bool whole =
             (at == 0 || !(std::isalnum(static_cast<unsigned char>(expr[at - 1])) || expr[at - 1] == '_')) &&
             (end == expr.size() || !(std::isalnum(static_cast<unsigned char>(expr[end])) || expr[end] == '_'));
-        if (whole && !wrapped_in_change_function(expr, at)) sticky = true;
+        if (whole && !wrapped_in_change_function(expr, at) && compared_with_zero_at(expr, end)) sticky = true;
       }
-      if (sticky && compares_with_zero(expr)) {
+      if (sticky && !has_change_guard(expr)) {
         e.emit("GPU018", r.expr.line,
                fmt::format("alert '{}' fires on '{}': the XID gauge keeps its last value, so the alert never resolves",
                            *r.alert, expr));
@@ -757,9 +801,6 @@ void check_alerts(Emitter& e, const k8s::PrometheusRule& pr) {
   }
 }
 
-struct TargetKey {
-  std::string_view kind, namespace_, name;
-};
 
 void check_hpa(Emitter& e, const k8s::HorizontalPodAutoscaler& hpa, const std::vector<TargetKey>& inference) {
   const auto& ref = hpa.scale_target_ref;
@@ -779,6 +820,17 @@ void check_hpa(Emitter& e, const k8s::HorizontalPodAutoscaler& hpa, const std::v
       e.emit("GPU015", m.line, fmt::format("HPA scales inference server {} on {} {}", target, m.type, m.name));
     }
   }
+}
+
+// Workloads that an HPA of the input keeps at two replicas or more.
+std::vector<TargetKey> multi_replica_targets(std::span<const k8s::Document> docs) {
+  std::vector<TargetKey> out;
+  for (const k8s::Document& d : docs) {
+    if (auto hpa = k8s::as_horizontal_pod_autoscaler(d); hpa && hpa->min_replicas.value_or(1) >= 2) {
+      out.push_back({hpa->scale_target_ref.kind, d.metadata.namespace_, hpa->scale_target_ref.name});
+    }
+  }
+  return out;
 }
 
 std::vector<TargetKey> inference_targets(std::span<const k8s::Document> docs) {
@@ -821,13 +873,14 @@ PodContext pod_context(const k8s::Document& doc, const k8s::PodSpec& spec) {
 }
 
 void lint_document(const k8s::Document& doc, const std::set<std::string_view>& disabled, const Options& options,
-                   const std::vector<TargetKey>& inference, std::vector<Finding>* out) {
+                   const std::vector<TargetKey>& inference, const std::vector<TargetKey>& scaled,
+                   std::vector<Finding>* out) {
   Emitter e(doc, disabled, out);
   if (auto pod = k8s::as_pod(doc)) {
     check_pod(e, pod_context(doc, pod->spec), options);
   } else if (auto w = k8s::as_workload(doc)) {
     check_pod(e, pod_context(doc, w->pod_template.spec), options);
-    check_deployment(e, *w);
+    check_deployment(e, *w, scaled);
   } else if (auto job = k8s::as_job(doc)) {
     check_pod(e, pod_context(doc, job->pod_template.spec), options);
     check_job(e, *job, spec_key_line(doc), "Job");
@@ -906,8 +959,9 @@ std::vector<Finding> lint(std::span<const k8s::Document> docs, const Options& op
     if (const RuleInfo* r = find_rule(d)) disabled.insert(r->id);
   }
   const std::vector<TargetKey> inference = inference_targets(docs);
+  const std::vector<TargetKey> scaled = multi_replica_targets(docs);
   std::vector<Finding> out;
-  for (const k8s::Document& doc : docs) lint_document(doc, disabled, options, inference, &out);
+  for (const k8s::Document& doc : docs) lint_document(doc, disabled, options, inference, scaled, &out);
   std::sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     return std::tie(a.file, a.line, a.rule->id, a.message) < std::tie(b.file, b.line, b.rule->id, b.message);
   });

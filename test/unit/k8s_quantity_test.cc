@@ -152,5 +152,13 @@ TEST(Quantity, FormatNames) {
   EXPECT_STREQ(quantity_format_name(QuantityFormat::kDecimalExponent), "DecimalExponent");
 }
 
+TEST(Quantity, SumsSaturateInsteadOfOverflowing) {
+  auto big = Quantity::parse("90000000000000000000000000000");
+  ASSERT_TRUE(big);
+  const Quantity sum = *big + *big + *big + *big + *big + *big + *big + *big + *big + *big + *big + *big;
+  EXPECT_FALSE(sum.is_negative());
+  EXPECT_GT(sum, *big);
+}
+
 }  // namespace
 }  // namespace kgpu::k8s

@@ -511,12 +511,17 @@ TEST(Alerts, StickyXidComparisons) {
   };
   for (const char* bad :
        {"DCGM_FI_DEV_XID_ERRORS > 0", "DCGM_FI_DEV_XID_ERRORS != 0", "DCGM_FI_DEV_XID_ERRORS >= 1",
+        "DCGM_FI_DEV_XID_ERRORS > bool 0", "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\"} > 0",
         "max by (gpu) (DCGM_FI_DEV_XID_ERRORS) > 0", "max_over_time(DCGM_FI_DEV_XID_ERRORS[5m]) > 0"}) {
     EXPECT_THAT(hits_of(rule(bad)), ElementsAre(Hit{"GPU018", 9})) << bad;
   }
   for (const char* good : {"changes(DCGM_FI_DEV_XID_ERRORS[10m]) > 0", "increase(kgpu_xid_events_total[10m]) > 0",
                            "delta(DCGM_FI_DEV_XID_ERRORS{gpu=\"0\"}[5m]) != 0", "DCGM_FI_DEV_XID_ERRORS == 79",
-                           "DCGM_FI_DEV_XID_ERRORS > 10", "DCGM_FI_DEV_XID_ERRORS_TOTAL > 0"}) {
+                           "DCGM_FI_DEV_XID_ERRORS > 10", "DCGM_FI_DEV_XID_ERRORS_TOTAL > 0",
+                           // The sticky comparison is guarded by a change function: it resolves.
+                           "DCGM_FI_DEV_XID_ERRORS != 0 and changes(DCGM_FI_DEV_XID_ERRORS[10m]) > 0",
+                           // The comparison is not on the XID gauge.
+                           "DCGM_FI_DEV_XID_ERRORS == 79 and DCGM_FI_DEV_GPU_TEMP > 0"}) {
     EXPECT_THAT(hits_of(rule(good)), IsEmpty()) << good;
   }
 }
@@ -676,6 +681,92 @@ TEST(Cli, DisableByFlagAndAnnotation) {
   EXPECT_EQ(annotated.status, 0) << annotated.out;
   EXPECT_THAT(annotated.out, HasSubstr("no findings"));
 }
+
+
+TEST(Review, ArgumentsMentioningAServerDoNotMakeAServer) {
+  // A Helm test pod that curls the vLLM service is not an inference server.
+  const std::string yaml = R"(apiVersion: v1
+kind: Pod
+metadata: {name: release-test}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: test
+      image: busybox:1.36
+      command: ["wget"]
+      args: ["-qO-", "release-vllm:8000/health"]
+)";
+  EXPECT_THAT(hits_of(yaml), IsEmpty());
+  // A generic image started as `vllm serve` is one.
+  const std::string server = R"(apiVersion: v1
+kind: Pod
+metadata: {name: s}
+spec:
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers:
+    - name: s
+      image: python:3.12
+      command: ["vllm", "serve", "m"]
+      resources: {limits: {nvidia.com/gpu: 1}}
+)";
+  EXPECT_THAT(hits_of(server), ::testing::Contains(::testing::Field(&Hit::first, "GPU010")));
+}
+
+TEST(Review, HpaKeepingTwoReplicasSparesTheRollingUpdateRule) {
+  const std::string deployment = R"(apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: ml}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+        - name: c
+          image: nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04
+          resources: {limits: {nvidia.com/gpu: 1}}
+)";
+  EXPECT_THAT(hits_of(deployment), ElementsAre(Hit{"GPU004", 4}));
+  const std::string hpa = R"(---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: ml}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 2
+  maxReplicas: 4
+  metrics:
+    - type: Pods
+      pods: {metric: {name: queue_depth}, target: {type: AverageValue, averageValue: "5"}}
+)";
+  EXPECT_THAT(hits_of(deployment + hpa), IsEmpty());
+}
+
+TEST(Review, HugeProbeValuesDoNotWrap) {
+  const std::string yaml = R"(apiVersion: v1
+kind: Pod
+metadata: {name: s}
+spec:
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  volumes:
+    - {name: shm, emptyDir: {medium: Memory}}
+    - {name: cache, persistentVolumeClaim: {claimName: c}}
+  containers:
+    - name: s
+      image: vllm/vllm-openai:v0.32.0
+      resources: {limits: {nvidia.com/gpu: 1}}
+      volumeMounts:
+        - {name: shm, mountPath: /dev/shm}
+        - {name: cache, mountPath: /root/.cache/huggingface}
+      startupProbe:
+        httpGet: {path: /health, port: 8000}
+        periodSeconds: 9223372036854775807
+        failureThreshold: 2
+)";
+  EXPECT_THAT(hits_of(yaml), IsEmpty());
+}
+
 
 }  // namespace
 }  // namespace kgpu::lint
