@@ -1,9 +1,12 @@
 #include "cli/doctor_cmd.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include "doctor/collect.h"
@@ -83,9 +86,18 @@ int run_doctor_command() {
     if (f.out_file.empty() || f.out_file == "-") {
       std::cout << *text;
     } else {
-      std::ofstream out(f.out_file, std::ios::binary);
-      out << *text;
-      if (!out) return usage(fmt::format("cannot write {}", f.out_file));
+      // 0600: a snapshot holds the cluster's objects and container logs.
+      const int fd = open(f.out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) return usage(fmt::format("cannot write {}: {}", f.out_file, std::strerror(errno)));
+      bool ok = fchmod(fd, 0600) == 0;
+      for (size_t done = 0; ok && done < text->size();) {
+        const ssize_t n = write(fd, text->data() + done, text->size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        ok = n > 0;
+        if (ok) done += static_cast<size_t>(n);
+      }
+      if (close(fd) != 0) ok = false;
+      if (!ok) return usage(fmt::format("cannot write {}: {}", f.out_file, std::strerror(errno)));
       fmt::print(stderr, "kgpu doctor: wrote {} ({} bytes)\n", f.out_file, text->size());
     }
     return 0;
@@ -122,7 +134,7 @@ int run_doctor_command() {
   if (f.output == "json") {
     auto j = doctor::to_json(*findings);
     j["collectedAt"] = snap->collected_at();
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << doctor::to_text(*findings, isatty(STDOUT_FILENO) != 0);
   }

@@ -1,6 +1,7 @@
 #include "doctor/collect.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -21,7 +22,7 @@ namespace {
 
 constexpr const char* kCoreKinds =
     "nodes,pods,events,deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs,resourcequotas,priorityclasses,"
-    "poddisruptionbudgets,namespaces,services,persistentvolumeclaims,horizontalpodautoscalers,configmaps";
+    "poddisruptionbudgets,namespaces,services,persistentvolumeclaims,horizontalpodautoscalers";
 constexpr std::array<const char*, 7> kOptionalKinds = {"prometheusrules", "servicemonitors",        "podmonitors",
                                                        "resourceclaims",  "resourceclaimtemplates", "deviceclasses",
                                                        "resourceslices"};
@@ -80,8 +81,16 @@ bool failing(const nlohmann::json& pod) {
 }  // namespace
 
 Result<std::string> run_capture(const std::vector<std::string>& argv) {
+  // O_CLOEXEC: a child spawned by another thread must not inherit these ends (dup2 onto the
+  // child's 1 and 2 clears the flag there).
   int out[2], err[2];
-  if (pipe(out) != 0 || pipe(err) != 0) return fail(ErrorCode::kInternal, "pipe: {}", std::strerror(errno));
+  if (pipe2(out, O_CLOEXEC) != 0) return fail(ErrorCode::kInternal, "pipe: {}", std::strerror(errno));
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close(out[0]);
+    close(out[1]);
+    return fail(ErrorCode::kInternal, "pipe: {}", std::strerror(e));
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
@@ -140,21 +149,48 @@ Result<std::string> collect_snapshot(const CollectOptions& o) {
   const auto kubectl = [&](std::vector<std::string> args) {
     std::vector<std::string> argv = {o.kubectl};
     if (!o.context.empty()) argv.push_back("--context=" + o.context);
+    if (!o.request_timeout.empty()) argv.push_back("--request-timeout=" + o.request_timeout);
     argv.insert(argv.end(), args.begin(), args.end());
     return run_capture(argv);
   };
   nlohmann::json items = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
-  auto core = kubectl({"get", kCoreKinds, "-A", "-o", "json"});
-  if (!core) return std::unexpected(core.error().wrap("collecting the snapshot"));
-  nlohmann::json list = nlohmann::json::parse(*core, nullptr, false);
-  if (list.is_discarded() || !list.contains("items")) {
-    return fail(ErrorCode::kInvalidArgument, "kubectl get did not print a JSON List");
-  }
   const auto take = [&](nlohmann::json& l) {
     for (auto& it : l["items"]) items.push_back(std::move(it));
   };
-  take(list);
+  auto core = kubectl({"get", kCoreKinds, "-A", "-o", "json"});
+  if (!core && core.error().code == ErrorCode::kNotFound) {
+    return std::unexpected(core.error().wrap("collecting the snapshot"));  // no kubectl
+  }
+  if (core) {
+    nlohmann::json list = nlohmann::json::parse(*core, nullptr, false);
+    if (list.is_discarded() || !list.contains("items")) {
+      return fail(ErrorCode::kInvalidArgument, "kubectl get did not print a JSON List");
+    }
+    take(list);
+  } else {
+    // One kind the user may not list (RBAC) fails the whole `get`: kind by kind, keeping the rest.
+    int got = 0;
+    std::string_view kinds = kCoreKinds;
+    while (!kinds.empty()) {
+      const size_t comma = kinds.find(',');
+      const std::string kind(kinds.substr(0, comma));
+      kinds = comma == std::string_view::npos ? std::string_view{} : kinds.substr(comma + 1);
+      auto out = kubectl({"get", kind, "-A", "-o", "json"});
+      if (!out) {
+        errors.push_back(out.error().message);
+        continue;
+      }
+      nlohmann::json l = nlohmann::json::parse(*out, nullptr, false);
+      if (l.is_discarded() || !l.contains("items")) {
+        errors.push_back(fmt::format("kubectl get {} did not print a JSON List", kind));
+        continue;
+      }
+      take(l);
+      ++got;
+    }
+    if (got == 0) return std::unexpected(core.error().wrap("collecting the snapshot"));
+  }
   for (const char* kind : kOptionalKinds) {
     auto out = kubectl({"get", kind, "-A", "-o", "json"});
     if (!out) {
@@ -214,7 +250,7 @@ Result<std::string> collect_snapshot(const CollectOptions& o) {
   for (auto& it : items) all.push_back(std::move(it));
   for (auto& l : logs) all.push_back(std::move(l));
   out["items"] = std::move(all);
-  return out.dump(1) + "\n";
+  return out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace kgpu::doctor

@@ -49,7 +49,9 @@ std::optional<GpuRequest> gpu_request(const k8s::PodSpec& spec) {
     for (const auto& c : *list) {
       for (const auto* m : {&c.resources.limits, &c.resources.requests}) {
         for (const auto& [name, q] : *m) {
-          if (is_gpu_resource(name)) return GpuRequest{std::string(name), k8s::pod_request(spec, name)};
+          if (!is_gpu_resource(name) || q->is_zero()) continue;  // `nvidia.com/gpu: 0` asks for no GPU
+          auto total = k8s::pod_request(spec, name);
+          if (!total.is_zero()) return GpuRequest{std::string(name), std::move(total)};
         }
       }
     }
@@ -245,6 +247,7 @@ class Diagnoser {
 
   std::optional<Finding> pod_finding(const PodObj& p);
   std::optional<Finding> admission(const PodObj& p);
+  std::optional<Finding> admission_out_of(const PodObj& p, const GpuRequest& req);
   std::optional<Finding> scheduling(const PodObj& p, const GpuRequest& req);
   std::optional<Finding> dra(const PodObj& p);
   std::optional<Finding> runtime(const PodObj& p);
@@ -254,6 +257,7 @@ class Diagnoser {
   void node_findings(const NodeObj& n);
   void driver_findings();
   void spec_findings();
+  std::pair<sv, sv> creator_of(sv kind, sv ns, sv name) const;
   void checklist();
 
   Finding& add(Finding f) { return out_.emplace_back(std::move(f)); }
@@ -319,6 +323,9 @@ std::optional<Finding> Diagnoser::pod_finding(const PodObj& p) {
   const sv phase = p.v.status.phase.value_or("");
   if (phase == "Succeeded") return std::nullopt;
   if (phase == "Failed" && *p.v.status.reason == "UnexpectedAdmissionError") return admission(p);
+  if (phase == "Failed" && p.v.status.reason->starts_with("OutOf") && !p.v.spec.node_name->empty() && req) {
+    return admission_out_of(p, *req);
+  }
   if (phase == "Pending" && p.v.spec.node_name->empty()) {
     if (!p.v.spec.resource_claims.empty() && !req) return dra(p);
     if (req) return scheduling(p, *req);
@@ -394,7 +401,47 @@ std::optional<Finding> Diagnoser::admission(const PodObj& p) {
   return f;
 }
 
+// A pod bound by hand (spec.nodeName) skips the scheduler; the kubelet's admission then rejects it
+// with reason OutOf<resource> when the node's GPUs (or CPU, memory) are taken.
+std::optional<Finding> Diagnoser::admission_out_of(const PodObj& p, const GpuRequest& req) {
+  const sv node_name = *p.v.spec.node_name;
+  const sv resource = sv(*p.v.status.reason).substr(5);
+  Finding f;
+  f.rule = "admission-out-of-resource";
+  f.layer = Layer::kScheduler;
+  f.severity = Severity::kCritical;
+  f.object = pod_ref(p);
+  f.summary = fmt::format(
+      "the kubelet on {} rejected the pod (OutOf{}): it names its node in spec.nodeName, which skips the "
+      "scheduler, and the node had no free {}",
+      node_name, resource, resource);
+  f.evidence.push_back(Evidence{
+      fmt::format("{} .status (reason {}) at {}", pod_ref(p), *p.v.status.reason, p.doc->where(p.v.status.reason.line)),
+      std::string(*p.v.status.message)});
+  if (const NodeObj* node = s_.node(node_name); node != nullptr && is_gpu_resource(resource)) {
+    const Holders& table = holders(std::string(resource));
+    const auto i = static_cast<size_t>(node - s_.nodes.data());
+    if (i < table.by_node.size()) {
+      for (size_t h : table.by_node[i]) {
+        const Holder& hd = table.all[h];
+        if (hd.pod == &p) continue;
+        f.details.push_back(fmt::format("{}/{} holds {} {} on {}, running {}{}", hd.pod->ns(), hd.pod->name(), hd.gpus,
+                                        resource, node_name, age(hd.running_s), hd.why.empty() ? "" : " -- " + hd.why));
+      }
+    }
+  }
+  const auto owner = top_owner(s_, p);
+  f.fix.push_back(
+      fmt::format("drop spec.nodeName and select the node with a nodeSelector (kubernetes.io/hostname: {}) so that the "
+                  "scheduler waits for a free {}",
+                  node_name, req.resource));
+  f.fix.push_back(fmt::format("kubectl delete pod -n {} {}{}", p.ns(), p.name(),
+                              owner.first == "Pod" ? "  # bare pod: re-apply its manifest afterwards" : ""));
+  return f;
+}
+
 std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& req) {
+  if (s_.nodes.empty()) return std::nullopt;  // snapshot-no-nodes
   Finding f;
   f.layer = Layer::kScheduler;
   f.severity = Severity::kCritical;
@@ -421,7 +468,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
     const sv plugin = fit.plugin[i];
     if (plugin == "NodeSelector" || plugin == "NodeAffinity") continue;
     past_selector.push_back(i);
-    if (plugin != "TaintToleration") past_taint.push_back(i);
+    if (plugin != "TaintToleration" && plugin != "NodeUnschedulable") past_taint.push_back(i);
   }
   const auto has_gpu = [&](size_t i) { return cluster.node(i).gpus() > 0; };
 
@@ -483,6 +530,60 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
         fmt::format("kubectl get nodes -L nvidia.com/gpu.product -L nvidia.com/gpu.replicas -L nvidia.com/mig.config"));
     return f;
   }
+  // Cordoned or NotReady/unreachable/under-pressure nodes: the node controller's
+  // node.kubernetes.io/* taints and spec.unschedulable say the node's state, not a missing toleration.
+  const auto first_untolerated = [&](size_t i) -> const k8s::Taint* {
+    for (const auto& t : s_.nodes[i].v.taints) {
+      if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
+      if (!k8s::tolerates(p.v.spec.tolerations, t)) return &t;
+    }
+    return nullptr;
+  };
+  const auto node_state = [&](size_t i) -> const k8s::Taint* {
+    if (fit.plugin[i] != "TaintToleration") return nullptr;
+    const k8s::Taint* t = first_untolerated(i);
+    return t != nullptr && t->key.starts_with("node.kubernetes.io/") ? t : nullptr;
+  };
+  if (std::none_of(past_taint.begin(), past_taint.end(), has_gpu)) {
+    std::vector<size_t> unavailable;
+    for (size_t i : past_selector) {
+      if (has_gpu(i) && (fit.plugin[i] == "NodeUnschedulable" || node_state(i) != nullptr)) unavailable.push_back(i);
+    }
+    if (!unavailable.empty()) {
+      f.rule = "gpu-node-unavailable";
+      f.layer = Layer::kNode;
+      f.summary = "the GPU nodes the pod may use are cordoned or not ready: they take no new pods";
+      for (size_t i : unavailable) {
+        const NodeObj& node = s_.nodes[i];
+        const sv name = node.name();
+        if (fit.plugin[i] == "NodeUnschedulable") {
+          f.details.push_back(fmt::format("node {} is cordoned (spec.unschedulable: true)", name));
+          f.evidence.push_back(Evidence{
+              fmt::format("node/{} .spec.unschedulable at {}", name, node.doc->where(node.v.unschedulable.line)),
+              "unschedulable: true"});
+          f.fix.push_back(fmt::format("kubectl uncordon {}  # once its maintenance is over", name));
+          continue;
+        }
+        const k8s::Taint& t = *node_state(i);
+        f.evidence.push_back(Evidence{fmt::format("node/{} .spec.taints at {}", name, node.doc->where(t.line)),
+                                      fmt::format("{}={}:{}", t.key, t.value, t.effect)});
+        const sv what = t.key.substr(sv("node.kubernetes.io/").size());
+        if (what == "unschedulable") {
+          f.details.push_back(fmt::format("node {} is cordoned (taint {})", name, t.key));
+          f.fix.push_back(fmt::format("kubectl uncordon {}  # once its maintenance is over", name));
+        } else if (what == "not-ready" || what == "unreachable") {
+          f.details.push_back(fmt::format("node {} is NotReady ({}): its kubelet is not posting a Ready status", name,
+                                          what == "unreachable" ? "unreachable" : "not ready"));
+          f.fix.push_back(fmt::format("kubectl describe node {} | grep -A12 Conditions", name));
+          f.fix.push_back(fmt::format("# on the node: systemctl status kubelet containerd; journalctl -u kubelet"));
+        } else {
+          f.details.push_back(fmt::format("node {} reports {} (taint {})", name, what, t.key));
+          f.fix.push_back(fmt::format("kubectl describe node {} | grep -A12 Conditions", name));
+        }
+      }
+      return f;
+    }
+  }
   if (std::none_of(past_taint.begin(), past_taint.end(), has_gpu) &&
       std::any_of(past_selector.begin(), past_selector.end(), has_gpu)) {
     f.rule = "gpu-taint-not-tolerated";
@@ -508,6 +609,39 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
     return f;
   }
   if (std::none_of(past_taint.begin(), past_taint.end(), has_gpu)) {
+    // The nodes advertise the GPUs under another name: time-slicing/MPS with renameByDefault=true
+    // (nvidia.com/gpu.shared), or the other way round.
+    std::map<std::string, std::vector<std::string>> other;  // resource -> nodes
+    for (size_t i : past_taint) {
+      for (const auto& [name, q] : s_.nodes[i].v.allocatable) {
+        if (is_gpu_resource(name) && name != req.resource && q->value() > 0) {
+          other[std::string(name)].emplace_back(s_.nodes[i].name());
+        }
+      }
+    }
+    if (!other.empty()) {
+      f.rule = "gpu-resource-name-mismatch";
+      f.layer = Layer::kSpec;
+      const auto& [name, on] = *other.begin();
+      f.summary =
+          fmt::format("the pod asks for {} but the nodes it may use advertise their GPUs as {}", req.resource, name);
+      for (const auto& [res, nodes] : other) {
+        f.details.push_back(fmt::format("{} on {}", res, fmt::join(nodes, ", ")));
+      }
+      if (name.ends_with(".shared") || req.resource.ends_with(".shared")) {
+        f.details.push_back(
+            "the device plugin's sharing config (time-slicing or MPS) has renameByDefault: true, which "
+            "advertises shared replicas as <resource>.shared; request that name, or set renameByDefault: "
+            "false to keep nvidia.com/gpu");
+      }
+      f.fix.push_back(patch_command(
+          owner, p.ns(),
+          fmt::format("{{\"containers\":[{{\"name\":\"{}\",\"resources\":{{\"limits\":{{\"{}\":{}}}}}}}]}}",
+                      first_gpu_container(p.v.spec) ? first_gpu_container(p.v.spec)->name : "main", name,
+                      req.quantity.to_string())));
+      f.fix.push_back(fmt::format("kubectl get node {} -o jsonpath='{{.status.allocatable}}'", on.front()));
+      return f;
+    }
     f.rule = "gpu-not-advertised";
     f.layer = Layer::kPlugin;
     f.summary =
@@ -552,8 +686,14 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
       f.details.push_back(fmt::format("{}: {} ({} non-GPU pods on it; GPU node taint: {})", node.name(),
                                       *fit.reasons[i], cpu_pods, node.v.taints.empty() ? "none" : "present"));
     }
-    f.fix.push_back(
-        fmt::format("kubectl taint nodes {} nvidia.com/gpu=present:NoSchedule", s_.nodes[candidates.front()].name()));
+    // Taint only the nodes that lack the GPU taint: on tainted ones the CPU pods tolerate it already.
+    for (size_t i : candidates) {
+      const auto& taints = s_.nodes[i].v.taints;
+      if (std::none_of(taints.begin(), taints.end(), [](const k8s::Taint& t) { return t.key == "nvidia.com/gpu"; })) {
+        f.fix.push_back(fmt::format("kubectl taint nodes {} nvidia.com/gpu=present:NoSchedule", s_.nodes[i].name()));
+        break;
+      }
+    }
     f.fix.push_back(fmt::format("kubectl describe node {} | grep -A8 \"Allocated resources\"",
                                 s_.nodes[candidates.front()].name()));
     return f;
@@ -563,6 +703,20 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   const Obj<k8s::Workload>* deployment =
       owner.first == "Deployment" ? s_.workload("Deployment", p.ns(), owner.second) : nullptr;
   const PodObj* sibling = nullptr;
+  // A rollout is under way only when the holder belongs to another revision (pod-template-hash, or
+  // the owning ReplicaSet): pods of the same revision are a plain scale-out.
+  const auto owning_rs = [](const PodObj& q) -> sv {
+    for (const auto& o : q.doc->metadata.owner_references) {
+      if (o.kind == "ReplicaSet") return o.name;
+    }
+    return {};
+  };
+  const auto other_revision = [&](const PodObj& q) {
+    const sv a = label(q.doc, "pod-template-hash"), b = label(p.doc, "pod-template-hash");
+    if (!a.empty() && !b.empty()) return a != b;
+    const sv ra = owning_rs(q), rb = owning_rs(p);
+    return !ra.empty() && !rb.empty() && ra != rb;
+  };
   std::vector<char> is_candidate(n, 0);
   int finished = 0;
   size_t holder_count = 0;
@@ -573,7 +727,8 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
     if (deployment == nullptr) continue;
     for (size_t h : table.by_node[i]) {
       const PodObj& q = *table.all[h].pod;
-      if (q.ns() == p.ns() && q.name() != p.name() && deployment->v.selector.matches(q.doc->metadata.labels))
+      if (q.ns() == p.ns() && q.name() != p.name() && deployment->v.selector.matches(q.doc->metadata.labels) &&
+          other_revision(q))
         sibling = &q;
     }
   }
@@ -763,6 +918,7 @@ bool cel_holds(const CelCheck& c, const k8s::Device& d, sv driver) {
 }
 
 std::optional<Finding> Diagnoser::dra(const PodObj& p) {
+  if (s_.nodes.empty()) return std::nullopt;  // snapshot-no-nodes
   Finding f;
   f.rule = "dra-claim-unsatisfiable";
   f.layer = Layer::kScheduler;
@@ -789,6 +945,80 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
       if (n && c) generated[std::string(n->text())] = std::string(c->text());
     }
   }
+  // One (sub)request: satisfiable now, or why not (into out).
+  const auto satisfiable = [&](sv req_name, const k8s::DeviceSubRequest& sub, Finding& out) -> bool {
+    const sv cls = *sub.device_class_name;
+    const Obj<k8s::DeviceClass>* dc = nullptr;
+    for (const auto& d : s_.device_classes) {
+      if (d.name() == cls) dc = &d;
+    }
+    if (dc == nullptr) {
+      out.summary = fmt::format("claim request {} names DeviceClass {}, which does not exist", req_name, cls);
+      out.fix.push_back("kubectl get deviceclasses");
+      return false;
+    }
+    std::vector<CelCheck> checks;
+    std::vector<std::string> exprs;
+    for (const auto& sel : dc->v.selectors) checks.push_back(parse_cel(*sel.expression));
+    for (const auto& sel : sub.selectors) {
+      checks.push_back(parse_cel(*sel.expression));
+      exprs.emplace_back(*sel.expression);
+    }
+    const int64_t want = sub.allocation_mode.value_or("ExactCount") == "All" ? 1 : sub.count.value_or(1);
+    int64_t free_ok = 0, total = 0, ok_taken = 0;
+    std::string best_seen;
+    for (const auto& sl : s_.slices) {
+      for (const auto& d : sl.v.devices) {
+        bool driver_ok = true;
+        for (const auto& c : checks) {
+          if (c.kind == CelCheck::kDriver && !cel_holds(c, d, *sl.v.driver)) driver_ok = false;
+        }
+        if (!driver_ok) continue;
+        ++total;
+        bool ok = true;
+        for (const auto& c : checks) {
+          if (c.kind == CelCheck::kCapacity && best_seen.empty()) {
+            if (auto it = d.capacity.find(c.name); it != d.capacity.end()) best_seen = c.name;
+          }
+          if (!cel_holds(c, d, *sl.v.driver)) ok = false;
+        }
+        if (!ok) continue;
+        if (taken.contains(fmt::format("{}/{}/{}", *sl.v.driver, *sl.v.pool_name, d.name))) {
+          ++ok_taken;
+        } else {
+          ++free_ok;
+        }
+      }
+    }
+    if (free_ok >= want) return true;
+    if (total == 0) {
+      out.summary = fmt::format(
+          "no ResourceSlice publishes a device of DeviceClass {}: the DRA driver is not running "
+          "or not registered",
+          cls);
+      out.fix.push_back("kubectl get resourceslices -o wide");
+      out.fix.push_back("kubectl get pods -A -l app.kubernetes.io/name=nvidia-dra-driver-gpu");
+    } else {
+      out.summary = fmt::format(
+          "no device satisfies claim request {}: {} wanted, {} free match ({} published devices of "
+          "class {}, {} matching ones already allocated)",
+          req_name, want, free_ok, total, cls, ok_taken);
+      for (const auto& e : exprs) out.details.push_back(fmt::format("selector: {}", e));
+      if (!best_seen.empty()) {
+        std::map<std::string, int> values;
+        for (const auto& sl : s_.slices) {
+          for (const auto& d : sl.v.devices) {
+            if (auto it = d.capacity.find(best_seen); it != d.capacity.end()) ++values[it->second->to_string()];
+          }
+        }
+        std::vector<std::string> listed;
+        for (const auto& [v, c] : values) listed.push_back(fmt::format("{} x{}", v, c));
+        out.details.push_back(fmt::format("published {} capacities: {}", best_seen, fmt::join(listed, ", ")));
+      }
+      out.fix.push_back("kubectl get resourceslices -o yaml  # compare device attributes/capacity with the selector");
+    }
+    return false;
+  };
   bool broken = false;
   for (const auto& rc : p.v.spec.resource_claims) {
     const k8s::ResourceClaimSpec* spec = nullptr;
@@ -817,79 +1047,30 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
       continue;
     }
     for (const auto& r : spec->requests) {
-      const auto& sub = r.request;
-      const sv cls = *sub.device_class_name;
-      const Obj<k8s::DeviceClass>* dc = nullptr;
-      for (const auto& d : s_.device_classes) {
-        if (d.name() == cls) dc = &d;
-      }
-      if (dc == nullptr) {
-        broken = true;
-        f.summary = fmt::format("claim request {} names DeviceClass {}, which does not exist", r.name, cls);
-        f.fix.push_back("kubectl get deviceclasses");
+      if (r.first_available.empty()) {
+        if (!satisfiable(r.name, r.request, f)) broken = true;
         continue;
       }
-      std::vector<CelCheck> checks;
-      std::vector<std::string> exprs;
-      for (const auto& sel : dc->v.selectors) checks.push_back(parse_cel(*sel.expression));
-      for (const auto& sel : sub.selectors) {
-        checks.push_back(parse_cel(*sel.expression));
-        exprs.emplace_back(*sel.expression);
-      }
-      const int64_t want = sub.allocation_mode.value_or("ExactCount") == "All" ? 1 : sub.count.value_or(1);
-      int64_t free_ok = 0, total = 0, ok_taken = 0;
-      std::string best_seen;
-      for (const auto& sl : s_.slices) {
-        for (const auto& d : sl.v.devices) {
-          bool driver_ok = true;
-          for (const auto& c : checks) {
-            if (c.kind == CelCheck::kDriver && !cel_holds(c, d, *sl.v.driver)) driver_ok = false;
-          }
-          if (!driver_ok) continue;
-          ++total;
-          bool ok = true;
-          for (const auto& c : checks) {
-            if (c.kind == CelCheck::kCapacity && best_seen.empty()) {
-              if (auto it = d.capacity.find(c.name); it != d.capacity.end()) best_seen = c.name;
-            }
-            if (!cel_holds(c, d, *sl.v.driver)) ok = false;
-          }
-          if (!ok) continue;
-          if (taken.contains(fmt::format("{}/{}/{}", *sl.v.driver, *sl.v.pool_name, d.name))) {
-            ++ok_taken;
-          } else {
-            ++free_ok;
-          }
+      // DRA prioritized list: the first satisfiable alternative is allocated.
+      Finding why;
+      std::vector<std::string> names;
+      bool any = false;
+      for (const auto& alt : r.first_available) {
+        names.push_back(fmt::format("{}/{}", r.name, alt.name));
+        Finding attempt;
+        if (satisfiable(fmt::format("{}/{}", r.name, alt.name), alt, attempt)) {
+          any = true;
+          break;
         }
+        if (why.summary.empty()) why = std::move(attempt);
       }
-      if (free_ok >= want) continue;
+      if (any) continue;
       broken = true;
-      if (total == 0) {
-        f.summary = fmt::format(
-            "no ResourceSlice publishes a device of DeviceClass {}: the DRA driver is not running "
-            "or not registered",
-            cls);
-        f.fix.push_back("kubectl get resourceslices -o wide");
-        f.fix.push_back("kubectl get pods -A -l app.kubernetes.io/name=nvidia-dra-driver-gpu");
-      } else {
-        f.summary = fmt::format(
-            "no device satisfies claim request {}: {} wanted, {} free match ({} published devices of "
-            "class {}, {} matching ones already allocated)",
-            r.name, want, free_ok, total, cls, ok_taken);
-        for (const auto& e : exprs) f.details.push_back(fmt::format("selector: {}", e));
-        if (!best_seen.empty()) {
-          std::map<std::string, int> values;
-          for (const auto& sl : s_.slices) {
-            for (const auto& d : sl.v.devices) {
-              if (auto it = d.capacity.find(best_seen); it != d.capacity.end()) ++values[it->second->to_string()];
-            }
-          }
-          std::vector<std::string> listed;
-          for (const auto& [v, c] : values) listed.push_back(fmt::format("{} x{}", v, c));
-          f.details.push_back(fmt::format("published {} capacities: {}", best_seen, fmt::join(listed, ", ")));
-        }
-        f.fix.push_back("kubectl get resourceslices -o yaml  # compare device attributes/capacity with the selector");
-      }
+      f.summary = why.summary;
+      f.details.push_back(
+          fmt::format("none of the firstAvailable alternatives ({}) can be allocated", fmt::join(names, ", ")));
+      for (auto& d : why.details) f.details.push_back(std::move(d));
+      for (auto& x : why.fix) f.fix.push_back(std::move(x));
     }
   }
   if (!broken) return std::nullopt;
@@ -900,8 +1081,23 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
 // ---- runtime ----
 
 std::optional<Finding> Diagnoser::runtime(const PodObj& p) {
+  // Only a pod that is still failing: a Ready pod, or one whose containers all run, recovered, and
+  // its lastState and old events are history.
+  if (const auto* c = k8s::find_condition(p.v.status.conditions, "Ready"); c != nullptr && c->status == "True") {
+    return std::nullopt;
+  }
+  const auto failing_now = [](const k8s::ContainerState& st) {
+    return (st.state == "waiting" && st.reason != "ContainerCreating" && st.reason != "PodInitializing") ||
+           (st.state == "terminated" && st.reason == "StartError");
+  };
+  if (std::none_of(p.v.status.container_statuses.begin(), p.v.status.container_statuses.end(),
+                   [&](const k8s::ContainerStatus& c) { return failing_now(c.state); })) {
+    return std::nullopt;
+  }
   std::optional<Evidence> ev;
   for (const auto& c : p.v.status.container_statuses) {
+    if (!failing_now(c.state)) continue;
+    // The current state, or (CrashLoopBackOff between attempts) the attempt that just failed.
     for (const auto* st : {&c.state, &c.last_state}) {
       if (!ev && contains(st->message, "nvidia-container-cli")) {
         ev = Evidence{fmt::format("{} container {} state {} ({}) at {}", pod_ref(p), c.name, st->state, st->reason,
@@ -1103,6 +1299,14 @@ void Diagnoser::node_findings(const NodeObj& n) {
     add(std::move(f));
   }
   if (gpu_allocatable(n) > 0) return;
+  // DRA instead of the device plugin: the GPUs are published as ResourceSlices of a GPU driver
+  // (gpu.nvidia.com, ...), or the GPU Operator was told not to deploy the plugin on the node.
+  if (label(n.doc, "nvidia.com/gpu.deploy.device-plugin") == "false") return;
+  if (std::any_of(s_.slices.begin(), s_.slices.end(), [&](const Obj<k8s::ResourceSlice>& sl) {
+        return *sl.v.node_name == name && contains(*sl.v.driver, "nvidia.com") && !sl.v.devices.empty();
+      })) {
+    return;
+  }
   not_advertised_nodes_.insert(std::string(name));
   Finding f;
   f.rule = "gpu-not-advertised";
@@ -1228,6 +1432,33 @@ void Diagnoser::driver_findings() {
   }
 }
 
+// The workload that created a ReplicaSet (its Deployment) or a Job (its CronJob); the object itself
+// otherwise.
+std::pair<sv, sv> Diagnoser::creator_of(sv kind, sv ns, sv name) const {
+  const auto strip = [](sv n) { return n.substr(0, n.rfind('-') == sv::npos ? n.size() : n.rfind('-')); };
+  if (kind == "ReplicaSet") {
+    if (const auto* rs = s_.workload("ReplicaSet", ns, name)) {
+      for (const auto& o : rs->doc->metadata.owner_references) {
+        if (o.kind == "Deployment") return {o.kind, o.name};
+      }
+      if (!rs->doc->metadata.owner_references.empty()) return {kind, name};
+    }
+    if (const auto* d = s_.workload("Deployment", ns, strip(name))) return {"Deployment", d->name()};
+  } else if (kind == "Job") {
+    for (const auto& j : s_.jobs) {
+      if (j.ns() != ns || j.name() != name) continue;
+      for (const auto& o : j.doc->metadata.owner_references) {
+        if (o.kind == "CronJob") return {o.kind, o.name};
+      }
+      if (!j.doc->metadata.owner_references.empty()) return {kind, name};
+    }
+    for (const auto& c : s_.cron_jobs) {
+      if (c.ns() == ns && c.name() == strip(name)) return {"CronJob", c.name()};
+    }
+  }
+  return {kind, name};
+}
+
 void Diagnoser::spec_findings() {
   // Workload templates whose GPU requests the API server rejects, and creations quota denied.
   struct Tpl {
@@ -1247,15 +1478,16 @@ void Diagnoser::spec_findings() {
     if (!in_scope_ns(t.doc->metadata.namespace_)) continue;
     const std::string obj =
         fmt::format("{}/{}/{}", lower(t.doc->kind), t.doc->metadata.namespace_, t.doc->metadata.name);
-    // Events land on the ReplicaSets (<deployment>-<hash>) or the Job itself.
+    // Events land on the ReplicaSets (<deployment>-<hash>), the Jobs of a CronJob or the object
+    // itself: resolved through ownerReferences (by name minus the last "-suffix" only when the
+    // ReplicaSet or Job has none in the snapshot), never by a name prefix ("vllm" is not "vllm-small").
     std::vector<const Obj<k8s::Event>*> evs;
     for (const auto& e : s_.events) {
       const auto& io = e.v.involved_object;
       if (io.namespace_ != t.doc->metadata.namespace_ || e.v.reason != "FailedCreate") continue;
-      const bool mine = io.name == t.doc->metadata.name ||
-                        (io.kind == "ReplicaSet" && io.name.starts_with(std::string(t.doc->metadata.name) + "-")) ||
-                        (io.kind == "Job" && t.doc->kind == "CronJob" &&
-                         io.name.starts_with(std::string(t.doc->metadata.name) + "-"));
+      const auto [okind, oname] = creator_of(io.kind, io.namespace_, io.name);
+      const bool mine = (io.kind == t.doc->kind && io.name == t.doc->metadata.name) ||
+                        (okind == t.doc->kind && oname == t.doc->metadata.name);
       if (mine) evs.push_back(&e);
     }
     bool reported = false;
@@ -1636,6 +1868,18 @@ void Diagnoser::checklist() {
 }
 
 std::vector<Finding> Diagnoser::run() {
+  if (s_.nodes.empty()) {
+    // A partial snapshot (pods of one namespace, no nodes): every fit question would answer
+    // "0/0 nodes"; say what is missing once and skip the scheduler rules.
+    Finding f;
+    f.rule = "snapshot-no-nodes";
+    f.severity = Severity::kWarning;
+    f.layer = Layer::kCluster;
+    f.object = "cluster";
+    f.summary = "snapshot has no nodes (collect with kgpu doctor --collect): scheduling is not diagnosed";
+    f.fix.push_back("kgpu doctor --collect -o snapshot.json");
+    add(std::move(f));
+  }
   if (o_.target.kind == Target::Kind::kCluster || o_.target.kind == Target::Kind::kNode) {
     for (const auto& n : s_.nodes) {
       if (in_scope_node(n)) node_findings(n);
@@ -1666,16 +1910,21 @@ const std::vector<RuleInfo>& rule_catalog() {
       {"quota-exhausted", Layer::kSpec, Severity::kCritical, "ResourceQuota on GPUs used up: pods are not created"},
       {"selector-no-match", Layer::kScheduler, Severity::kCritical, "node selector / affinity matches no node"},
       {"gpu-taint-not-tolerated", Layer::kScheduler, Severity::kCritical, "GPU nodes' taint not tolerated"},
+      {"gpu-node-unavailable", Layer::kNode, Severity::kCritical, "GPU nodes cordoned or NotReady: no new pods"},
       {"gpu-node-cpu-memory-full", Layer::kScheduler, Severity::kCritical, "GPU free but node CPU/memory full"},
       {"rolling-update-second-gpu", Layer::kScheduler, Severity::kCritical, "rolling update needs a second GPU"},
       {"insufficient-gpu", Layer::kScheduler, Severity::kCritical, "not enough free GPUs (with their holders)"},
       {"dra-claim-unsatisfiable", Layer::kScheduler, Severity::kCritical, "no device satisfies a DRA claim"},
       {"mig-config-failed", Layer::kNode, Severity::kCritical, "MIG configuration state failed"},
       {"mig-config-pending", Layer::kNode, Severity::kWarning, "MIG configuration still pending/rebooting"},
+      {"gpu-resource-name-mismatch", Layer::kSpec, Severity::kCritical,
+       "pod asks a GPU resource name the nodes do not advertise (renameByDefault)"},
       {"gpu-not-advertised", Layer::kPlugin, Severity::kCritical, "node advertises no nvidia.com/gpu"},
       {"admission-shared-request", Layer::kPlugin, Severity::kCritical, "UnexpectedAdmissionError: shared request > 1"},
       {"admission-plugin-not-registered", Layer::kPlugin, Severity::kCritical,
        "UnexpectedAdmissionError: plugin not re-registered after kubelet restart"},
+      {"admission-out-of-resource", Layer::kScheduler, Severity::kCritical,
+       "pod bound with nodeName rejected by the kubelet: OutOf<resource>"},
       {"toolkit-init-error", Layer::kRuntime, Severity::kCritical, "nvidia-container-cli initialization error"},
       {"driver-version-mismatch", Layer::kDriver, Severity::kCritical, "NVML driver/library version mismatch"},
       {"driver-kernel-crashloop", Layer::kDriver, Severity::kCritical, "driver pod CrashLoopBackOff (kernel)"},
@@ -1683,6 +1932,7 @@ const std::vector<RuleInfo>& rule_catalog() {
       {"app-visible-devices-by-hand", Layer::kApp, Severity::kCritical, "NVIDIA_VISIBLE_DEVICES set by hand"},
       {"app-cuda-newer-than-driver", Layer::kApp, Severity::kCritical, "image CUDA newer than the driver"},
       {"app-no-gpu-requested", Layer::kApp, Severity::kWarning, "GPU image without a GPU request"},
+      {"snapshot-no-nodes", Layer::kCluster, Severity::kWarning, "snapshot has no nodes: scheduling not diagnosed"},
       {"checklist-gpu-nodes-tainted", Layer::kCluster, Severity::kWarning, "GPU nodes tainted"},
       {"checklist-workloads-tolerate", Layer::kCluster, Severity::kWarning, "GPU workloads tolerate the GPU taint"},
       {"checklist-gpu-quota", Layer::kCluster, Severity::kWarning, "requests.nvidia.com/gpu quota per team namespace"},

@@ -41,6 +41,27 @@ const char* layer_name(Layer l) {
   return "?";
 }
 
+namespace {
+
+// Quoted evidence is arbitrary bytes (container logs): terminal control characters (ESC, the other
+// C0 controls except tab and newline, DEL) are shown as \xNN so that the report cannot drive the
+// terminal.
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t' && c != '\n') || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void sort_findings(std::vector<Finding>& findings) {
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
     return std::make_tuple(-static_cast<int>(a.severity), a.layer, std::cref(a.object), std::cref(a.rule)) <
@@ -66,7 +87,9 @@ std::string to_text(const std::vector<Finding>& findings, bool color) {
                        layer_name(f.layer), f.rule, f.object);
     out += fmt::format("  {}\n", f.summary);
     for (const auto& d : f.details) out += fmt::format("    {}\n", d);
-    for (const auto& e : f.evidence) out += fmt::format("  evidence: {}\n    \"{}\"\n", e.source, e.text);
+    for (const auto& e : f.evidence) {
+      out += fmt::format("  evidence: {}\n    \"{}\"\n", printable(e.source), printable(e.text));
+    }
     for (size_t i = 0; i < f.fix.size(); ++i) out += fmt::format("  {} {}\n", i == 0 ? "fix:" : "    ", f.fix[i]);
     out += "\n";
   }

@@ -59,6 +59,27 @@ std::optional<int64_t> parse_time(std::string_view t) {
 Snapshot Snapshot::from(k8s::LoadResult loaded) {
   Snapshot s;
   s.docs_ = std::move(loaded.documents);
+  // The same object in several files (a full snapshot plus a fresher `kubectl get nodes`): the last
+  // one read wins. kgpu.io documents (SnapshotInfo, ContainerLog) are not cluster objects: all kept.
+  std::unordered_map<std::string, size_t> last;
+  for (size_t i = 0; i < s.docs_.size(); ++i) {
+    const auto& d = s.docs_[i];
+    if (d.api_group() == "kgpu.io" || d.metadata.name.empty()) continue;
+    last[key3(key2(d.api_group(), d.kind), d.metadata.namespace_, d.metadata.name)] = i;
+  }
+  if (last.size() < s.docs_.size()) {
+    std::vector<k8s::Document> kept;
+    kept.reserve(s.docs_.size());
+    for (size_t i = 0; i < s.docs_.size(); ++i) {
+      const auto& d = s.docs_[i];
+      if (d.api_group() != "kgpu.io" && !d.metadata.name.empty() &&
+          last[key3(key2(d.api_group(), d.kind), d.metadata.namespace_, d.metadata.name)] != i) {
+        continue;
+      }
+      kept.push_back(std::move(s.docs_[i]));
+    }
+    s.docs_ = std::move(kept);
+  }
   s.errors_ = std::move(loaded.errors);
   s.index();
   return s;

@@ -7,6 +7,9 @@
 // `kgpu.io/v1 ContainerLog` per collected log (metadata.namespace/name = the pod; container,
 // previous, text).
 //
+// An object in several input files (same API group, kind, namespace and name) is kept once, from
+// the last file read; SnapshotInfo and ContainerLog items are all kept.
+//
 // "Now" for ages is SnapshotInfo.collectedAt, else the latest event timestamp, else the latest
 // creationTimestamp in the snapshot.
 //

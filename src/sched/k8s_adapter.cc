@@ -1,15 +1,60 @@
 #include "sched/k8s_adapter.h"
 
+#include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 namespace kgpu::sched {
 
 namespace {
 
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? kInt64Max : kInt64Min;
+  return r;
+}
+
+int64_t sat_sub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? kInt64Max : kInt64Min;
+  return r;
+}
+
 int64_t mib_ceil(const k8s::Quantity& q) {
   const int64_t bytes = q.value();
-  return (bytes + (1 << 20) - 1) >> 20;
+  if (bytes <= 0) return bytes >> 20;
+  return (sat_add(bytes, (1 << 20) - 1)) >> 20;
 }
+
+const char* const kUnschedulable = "node(s) were unschedulable";
+
+bool tolerates_unschedulable(const Pod& pod) {
+  const Taint taint{"node.kubernetes.io/unschedulable", "", "NoSchedule"};
+  return std::any_of(pod.tolerations.begin(), pod.tolerations.end(),
+                     [&](const Toleration& t) { return t.tolerates(taint); });
+}
+
+// The scheduler's NodeUnschedulable plugin: a cordoned node (spec.unschedulable) takes no new pods
+// unless they tolerate node.kubernetes.io/unschedulable:NoSchedule.
+class NodeUnschedulableFilter : public FilterPlugin {
+ public:
+  explicit NodeUnschedulableFilter(std::span<const K8sNodeRef> nodes) {
+    for (const auto& n : nodes) {
+      if (n.node->unschedulable.value_or(false)) cordoned_.emplace(std::string(n.doc->metadata.name), true);
+    }
+  }
+  const char* name() const override { return "NodeUnschedulable"; }
+  std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
+    if (!cordoned_.contains(node.name) || tolerates_unschedulable(pod)) return std::nullopt;
+    return std::string(kUnschedulable);
+  }
+
+ private:
+  std::unordered_map<std::string, bool> cordoned_;
+};
 
 class NodeAffinityFilter : public FilterPlugin {
  public:
@@ -51,6 +96,7 @@ Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sP
     if (auto it = alloc.find("memory"); it != alloc.end()) n.memory_mib = it->second->value() >> 20;
     int64_t units = 0;
     if (auto it = alloc.find(resource); it != alloc.end()) units = std::max<int64_t>(0, it->second->value());
+    units = std::min(units, kMaxGpusPerNode);
     n.gpu_free.assign(static_cast<size_t>(units), kMilli);
     for (const auto& [k, v] : ref.doc->metadata.labels) n.labels.emplace(k, v);
     if (auto it = n.labels.find("nvidia.com/gpu.product"); it != n.labels.end()) n.gpu_model = it->second;
@@ -66,8 +112,8 @@ Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sP
     auto it = index.find(*ref.pod->spec.node_name);
     if (it == index.end()) continue;
     Node& n = out[it->second];
-    n.cpu_free -= k8s::pod_request(ref.pod->spec, "cpu").milli_value();
-    n.memory_free -= mib_ceil(k8s::pod_request(ref.pod->spec, "memory"));
+    n.cpu_free = sat_sub(n.cpu_free, k8s::pod_request(ref.pod->spec, "cpu").milli_value());
+    n.memory_free = sat_sub(n.memory_free, mib_ceil(k8s::pod_request(ref.pod->spec, "memory")));
     int64_t used = k8s::pod_request(ref.pod->spec, resource).value();
     for (auto& g : n.gpu_free) {
       if (used <= 0) break;
@@ -86,14 +132,17 @@ Pod pod_from_k8s(const k8s::Document& doc, const k8s::Pod& pod, std::string_view
   p.name = doc.ref();
   p.cpu_milli = k8s::pod_request(pod.spec, "cpu").milli_value();
   p.memory_mib = mib_ceil(k8s::pod_request(pod.spec, "memory"));
-  p.num_gpu = static_cast<int>(k8s::pod_request(pod.spec, resource).value());
+  const int64_t gpus = k8s::pod_request(pod.spec, resource).value();
+  p.num_gpu =
+      static_cast<int>(std::clamp<int64_t>(gpus, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
   p.gpu_milli = kMilli;
   for (const auto& [k, v] : pod.spec.node_selector) p.node_selector.emplace(k, v);
   for (const auto& t : pod.spec.tolerations) {
     p.tolerations.push_back(Toleration{std::string(t.key), t.op.empty() ? "Equal" : std::string(t.op),
                                        std::string(t.value), std::string(t.effect)});
   }
-  p.priority = static_cast<int>(pod.spec.priority.value_or(0));
+  p.priority = static_cast<int>(std::clamp<int64_t>(pod.spec.priority.value_or(0), std::numeric_limits<int>::min(),
+                                                    std::numeric_limits<int>::max()));
   return p;
 }
 
@@ -102,7 +151,11 @@ std::vector<std::unique_ptr<FilterPlugin>> filters_for(const k8s::Pod& pod, std:
   if (!pod.spec.required_node_affinity.empty()) {
     out.push_back(std::make_unique<NodeAffinityFilter>(pod.spec.required_node_affinity, nodes));
   }
-  for (auto& f : default_filters()) out.push_back(std::move(f));
+  for (auto& f : default_filters()) {
+    const bool selector = std::string_view(f->name()) == "NodeSelector";
+    out.push_back(std::move(f));
+    if (selector) out.push_back(std::make_unique<NodeUnschedulableFilter>(nodes));
+  }
   return out;
 }
 

@@ -7,6 +7,10 @@
 // (spec.nodeName set, phase neither Succeeded nor Failed): finished pods hold nothing, as in the
 // real scheduler. CPU is in milli-CPU, memory in MiB (requests rounded up).
 //
+// Hostile quantities do not break the model: a node advertises at most kMaxGpusPerNode units of a
+// resource (more, e.g. "1e12", is clamped to it), a pod's GPU count saturates at INT_MAX, and CPU
+// and memory arithmetic saturates at the int64 limits ("8Ei" of memory does not wrap).
+//
 // Thread safety: plain functions over immutable inputs; the returned values are owned by the caller.
 #pragma once
 
@@ -23,6 +27,9 @@
 #include "sched/framework.h"
 
 namespace kgpu::sched {
+
+// The most units of one device resource a node is modelled with (see above).
+inline constexpr int64_t kMaxGpusPerNode = 1024;
 
 struct K8sNodeRef {
   const k8s::Document* doc = nullptr;
@@ -46,8 +53,11 @@ Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sP
 Pod pod_from_k8s(const k8s::Document& doc, const k8s::Pod& pod, std::string_view resource);
 
 // default_filters() preceded by the pod's required node affinity (k8s::matches_any over the
-// node's labels; reason "node(s) didn't match Pod's node affinity/selector"). `nodes` must be the
-// list the cluster was built from and outlive the filters.
+// node's labels; reason "node(s) didn't match Pod's node affinity/selector") and with the
+// NodeUnschedulable filter after the node selector (plugin "NodeUnschedulable": a node with
+// spec.unschedulable is no candidate unless the pod tolerates node.kubernetes.io/unschedulable;
+// reason "node(s) were unschedulable"). `nodes` must be the list the cluster was built from and
+// outlive the filters.
 std::vector<std::unique_ptr<FilterPlugin>> filters_for(const k8s::Pod& pod, std::span<const K8sNodeRef> nodes);
 
 // Every node through the filters in order (the first failing filter gives the node's reason), as

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -322,6 +323,8 @@ TEST(DoctorCollect, FakeKubectlSnapshotAndLiveMode) {
   EXPECT_EQ(snap.nodes.size(), 4u);
   ASSERT_FALSE(snap.logs.empty());
   EXPECT_EQ(snap.logs[0].container, "toolkit-validation");
+  // The log's invalid UTF-8 is replaced (U+FFFD), not a dump() exception.
+  EXPECT_NE(snap.logs[0].text.find("toolkit probe output: \xef\xbf\xbd"), std::string::npos) << snap.logs[0].text;
   ASSERT_FALSE(snap.collection_errors().empty());
   EXPECT_NE(snap.collection_errors()[0].find("the server doesn't have a resource type \"prometheusrules\""),
             std::string::npos);
@@ -345,6 +348,189 @@ TEST(DoctorCollect, FakeKubectlSnapshotAndLiveMode) {
   EXPECT_NE(live.out.find("gpu-not-advertised node/gpu-l4-2"), std::string::npos) << live.out;
   // No kubectl: a usage/input error.
   EXPECT_EQ(sh(kgpu + " doctor --kubectl /nonexistent/kubectl 2>/dev/null").status, 2);
+  std::filesystem::remove_all(dir);
+  unsetenv("FAKE_KUBECTL_CALLS");
+}
+
+// ---- Regressions: hand-written snapshots for review findings ----
+
+Options no_checklist() {
+  Options o;
+  o.checklist = false;
+  return o;
+}
+
+TEST(DoctorRegression, ControlBytesAndInvalidUtf8InEvidence) {
+  const Snapshot s = load("evidence-control-bytes");
+  const auto fs = run(s, no_checklist());
+  const std::string text = to_text(fs);
+  EXPECT_NE(text.find("Installing Linux kernel headers...\\x1b[2J\\x07 "), std::string::npos) << text;
+  EXPECT_EQ(text.find('\033'), std::string::npos);
+  EXPECT_EQ(text.find('\a'), std::string::npos);
+  // --output json replaces the invalid UTF-8 instead of throwing.
+  auto r = sh(std::string(KGPU_BINARY) + " doctor --no-checklist --output json --snapshot " + kData +
+              "evidence-control-bytes/snapshot.json");
+  EXPECT_EQ(r.status, 3);
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out.substr(0, 400);
+  EXPECT_NE(j.dump().find("\xef\xbf\xbd"), std::string::npos);  // U+FFFD
+}
+
+TEST(DoctorRegression, HostileQuantitiesSaturate) {
+  {
+    const Snapshot s = load("huge-allocatable");  // allocatable nvidia.com/gpu: 1e12
+    EXPECT_EQ(s.cluster("nvidia.com/gpu").node(0).gpus(), sched::kMaxGpusPerNode);
+    EXPECT_TRUE(run(s, no_checklist()).empty());
+  }
+  {
+    const Snapshot s = load("gpu-request-overflow");  // a pod asking 4294967297 GPUs
+    const auto* p = s.pod("default", "p");
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(sched::pod_from_k8s(*p->doc, p->v, "nvidia.com/gpu").num_gpu, std::numeric_limits<int>::max());
+    EXPECT_NE(find(run(s, no_checklist()), "insufficient-gpu", "pod/default/p"), nullptr);
+  }
+  {
+    const Snapshot s = load("huge-memory");  // 2 x 8Ei of memory, 2 x 9e28 CPUs
+    const auto* p = s.pod("default", "p");
+    ASSERT_NE(p, nullptr);
+    const auto sp = sched::pod_from_k8s(*p->doc, p->v, "nvidia.com/gpu");
+    EXPECT_GT(sp.memory_mib, int64_t{1} << 40);
+    EXPECT_GT(sp.cpu_milli, 0);
+    EXPECT_GE(s.cluster("nvidia.com/gpu").node(0).memory_free, 0);
+    const auto fs = run(s, no_checklist());
+    EXPECT_EQ(find(fs, "gpu-request-fractional"), nullptr) << dump(fs);
+  }
+}
+
+TEST(DoctorRegression, ScaleOutIsNotARollingUpdate) {
+  const auto fs = run(load("scale-out"), no_checklist());
+  EXPECT_EQ(find(fs, "rolling-update-second-gpu"), nullptr) << dump(fs);
+  EXPECT_NE(find(fs, "insufficient-gpu", "pod/llm/web-abc-3"), nullptr) << dump(fs);
+  // A real rollout still is.
+  EXPECT_NE(find(run(load("rolling-update")), "rolling-update-second-gpu"), nullptr);
+}
+
+TEST(DoctorRegression, RecoveredToolkitErrorIsHistory) {
+  const auto fs = run(load("toolkit-recovered"), no_checklist());
+  EXPECT_EQ(find(fs, "toolkit-init-error"), nullptr) << dump(fs);
+  EXPECT_TRUE(fs.empty()) << dump(fs);
+}
+
+TEST(DoctorRegression, CordonedAndNotReadyNodes) {
+  for (const char* fixture : {"node-cordoned", "node-cordoned-no-taint"}) {
+    const Snapshot s = load(fixture);
+    const auto fs = run(s, no_checklist());
+    const Finding* f = find(fs, "gpu-node-unavailable", "pod/default/p");
+    ASSERT_NE(f, nullptr) << fixture << ":\n" << dump(fs);
+    EXPECT_EQ(f->layer, Layer::kNode);
+    EXPECT_TRUE(any_of(f->details, "node(s) were unschedulable")) << dump(fs);
+    EXPECT_TRUE(any_of(f->fix, "kubectl uncordon n1")) << dump(fs);
+    EXPECT_FALSE(any_of(f->fix, "tolerations")) << dump(fs);
+    EXPECT_EQ(fs.size(), 1u) << dump(fs);
+  }
+  const auto fs = run(load("node-not-ready"), no_checklist());
+  const Finding* f = find(fs, "gpu-node-unavailable", "pod/default/p");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_TRUE(any_of(f->details, "node n1 is NotReady")) << dump(fs);
+  EXPECT_TRUE(any_evidence(*f, "node.kubernetes.io/not-ready")) << dump(fs);
+  EXPECT_FALSE(any_of(f->fix, "tolerations")) << dump(fs);
+  EXPECT_EQ(find(fs, "gpu-taint-not-tolerated"), nullptr);
+}
+
+TEST(DoctorRegression, DuplicateObjectsAcrossFilesKeepTheLast) {
+  auto s = Snapshot::load({kData + "multi-file"});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->nodes.size(), 1u);
+  EXPECT_EQ(s->cluster("nvidia.com/gpu").nodes().size(), 1u);
+  const auto fs = run(*s, no_checklist());
+  const Finding* f = find(fs, "insufficient-gpu", "pod/default/p");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_TRUE(any_of(f->details, "0/1 nodes are available")) << dump(fs);
+}
+
+TEST(DoctorRegression, QuotaEventsResolveTheirOwnerNotANamePrefix) {
+  // Deployments vllm (no GPU) and vllm-small; the event is on ReplicaSet vllm-small-7c9d8.
+  const auto fs = run(load("quota-name-prefix"), no_checklist());
+  EXPECT_NE(find(fs, "quota-exhausted", "deployment/llm/vllm-small"), nullptr) << dump(fs);
+  EXPECT_EQ(find(fs, "quota-exhausted", "deployment/llm/vllm"), nullptr) << dump(fs);
+}
+
+TEST(DoctorRegression, ZeroGpuRequestIsNoGpuPod) {
+  const auto fs = run(load("gpu-request-zero"), no_checklist());
+  EXPECT_TRUE(fs.empty()) << dump(fs);
+  // A GPU pod blocked on CPU: no `kubectl taint` advice for a node that has the GPU taint already.
+  const auto tainted = run(load("gpu-node-cpu-full-tainted"), no_checklist());
+  const Finding* f = find(tainted, "gpu-node-cpu-memory-full", "pod/default/cpu-heavy");
+  ASSERT_NE(f, nullptr) << dump(tainted);
+  EXPECT_FALSE(any_of(f->fix, "kubectl taint")) << dump(tainted);
+  EXPECT_TRUE(any_of(find(run(load("gpu-node-cpu-full")), "gpu-node-cpu-memory-full")->fix, "kubectl taint nodes"));
+}
+
+TEST(DoctorRegression, SnapshotWithoutNodes) {
+  const auto fs = run(load("no-nodes"), no_checklist());
+  ASSERT_EQ(fs.size(), 1u) << dump(fs);
+  EXPECT_EQ(fs[0].rule, "snapshot-no-nodes");
+  EXPECT_NE(fs[0].summary.find("kgpu doctor --collect"), std::string::npos);
+}
+
+TEST(DoctorRegression, PinnedPodRejectedByKubeletAdmission) {
+  const auto fs = run(load("admission-out-of-gpu"), no_checklist());
+  const Finding* f = find(fs, "admission-out-of-resource", "pod/default/pinned");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_EQ(f->severity, Severity::kCritical);
+  EXPECT_TRUE(any_evidence(*f, "Node didn't have enough resource: nvidia.com/gpu")) << dump(fs);
+  EXPECT_TRUE(any_of(f->details, "default/hold holds 1 nvidia.com/gpu on n1")) << dump(fs);
+  EXPECT_TRUE(any_of(f->fix, "spec.nodeName")) << dump(fs);
+}
+
+TEST(DoctorRegression, RenamedSharedResource) {
+  const auto fs = run(load("resource-name-shared"), no_checklist());
+  const Finding* f = find(fs, "gpu-resource-name-mismatch", "pod/default/p");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_NE(f->summary.find("nvidia.com/gpu.shared"), std::string::npos);
+  EXPECT_TRUE(any_of(f->details, "renameByDefault")) << dump(fs);
+  EXPECT_EQ(find(fs, "gpu-not-advertised"), nullptr) << dump(fs);
+}
+
+TEST(DoctorRegression, DraOnlyNodesAndFirstAvailable) {
+  EXPECT_TRUE(run(load("dra-only-node"), no_checklist()).empty());
+  // firstAvailable: the alternatives are evaluated, not a DeviceClass named "".
+  auto fs = run(load("dra-first-available"), no_checklist());
+  EXPECT_TRUE(fs.empty()) << dump(fs);
+  fs = run(load("dra-first-available-taken"), no_checklist());
+  const Finding* f = find(fs, "dra-claim-unsatisfiable", "pod/default/dra2");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_EQ(f->summary.find("DeviceClass ,"), std::string::npos) << dump(fs);
+  EXPECT_TRUE(any_of(f->details, "none of the firstAvailable alternatives (gpu/big, gpu/small)")) << dump(fs);
+}
+
+TEST(DoctorRegression, CollectorForbiddenKindsTimeoutAndFileMode) {
+  const std::string fake = kData + "fake-kubectl/kubectl";
+  const auto dir = std::filesystem::temp_directory_path() / ("kgpu-doctor-rbac-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string calls = (dir / "calls").string();
+  setenv("FAKE_KUBECTL_CALLS", calls.c_str(), 1);
+  setenv("FAKE_KUBECTL_FORBID", "poddisruptionbudgets", 1);
+  CollectOptions o;
+  o.kubectl = fake;
+  o.collected_at = "2026-10-20T10:00:00Z";
+  auto text = collect_snapshot(o);
+  unsetenv("FAKE_KUBECTL_FORBID");
+  ASSERT_TRUE(text.has_value()) << text.error().message;
+  auto snap = Snapshot::from(k8s::load_text(std::move(*text), "collected.json"));
+  EXPECT_EQ(snap.nodes.size(), 4u);
+  EXPECT_TRUE(any_of(snap.collection_errors(), "poddisruptionbudgets is forbidden"));
+  std::ifstream in(calls);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("--request-timeout=60s get nodes,pods"), std::string::npos) << all;
+  EXPECT_EQ(all.find("configmaps"), std::string::npos) << all;
+
+  // The written snapshot is private to its owner.
+  const std::string out = (dir / "snap.json").string();
+  ASSERT_EQ(sh(std::string(KGPU_BINARY) + " doctor --collect --kubectl " + fake + " -o " + out + " 2>/dev/null").status,
+            0);
+  EXPECT_EQ(std::filesystem::status(out).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   std::filesystem::remove_all(dir);
   unsetenv("FAKE_KUBECTL_CALLS");
 }

@@ -975,10 +975,20 @@ def main():
             name = f"{i['metadata']['namespace']}_{i['metadata']['name']}_{i['container']}.log"
             with open(os.path.join(d, "logs", name), "w") as f:
                 f.write(i["text"])
+            if i["container"] == "toolkit-validation":
+                # Container logs are arbitrary bytes: invalid UTF-8 and terminal escapes must not break
+                # --collect's JSON (doctor_test DoctorCollect).
+                with open(os.path.join(d, "logs", name), "ab") as f:
+                    f.write(b"toolkit probe output: \xff\xfe\x1b[0m (raw bytes)\n")
     print(f"wrote {len(CASES)} cases", file=sys.stderr)
 
 
 CASES = {"healthy": healthy, **CASES}
+
+# Hand-written snapshots next to the generated ones (not rewritten here): evidence-control-bytes,
+# gpu-request-overflow, huge-allocatable, huge-memory, multi-file, node-cordoned,
+# node-cordoned-no-taint, node-not-ready, scale-out, toolkit-recovered and the later regression
+# cases; see doctor_test.cc.
 
 if __name__ == "__main__":
     main()
