@@ -719,6 +719,17 @@ void DevicePluginManager::write_labels() {
     bool renamed = false;
     for (const auto& r : plan_.resources) {
       for (const auto& d : r.devices) {
+        if (d.replica >= 0 && d.mig_gi && config_.mig_strategy == sharing::MigStrategy::kMixed) {
+          for (const auto& g : inventory_.gpus) {
+            for (const auto& m : g.mig_devices) {
+              if (m.uuid != d.uuid) continue;
+              std::string profile = m.profile;
+              std::replace(profile.begin(), profile.end(), '+', '.');
+              ls.mig_replicas[profile] = d.replicas;
+              ls.renamed = ls.renamed || !r.name.starts_with("nvidia.com/mig-") || r.name.ends_with(".shared");
+            }
+          }
+        }
         if (d.replica < 0 || d.mig_gi) continue;
         replicas[d.gpu_index] = d.replicas;
         renamed = renamed || r.name != "nvidia.com/gpu";

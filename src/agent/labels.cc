@@ -425,8 +425,9 @@ void mig_single_labels(Builder& b, const std::vector<const gpu::GpuInfo*>& usabl
   mig_attribute_labels(b, "nvidia.com/gpu", model, d);
 }
 
-// migStrategy mixed: nvidia.com/mig-<profile>.* per profile present. MIG resources are not shared.
-void mig_mixed_labels(Builder& b, const std::vector<const gpu::GpuInfo*>& usable) {
+// migStrategy mixed: nvidia.com/mig-<profile>.* per profile present; a time-sliced profile gets its
+// replicas, the -SHARED product (unless renamed) and sharing-strategy time-slicing.
+void mig_mixed_labels(Builder& b, const std::vector<const gpu::GpuInfo*>& usable, const LabelSharing& sharing) {
   struct Entry {
     const gpu::GpuInfo* gpu;
     const gpu::MigDevice* device;
@@ -460,7 +461,11 @@ void mig_mixed_labels(Builder& b, const std::vector<const gpu::GpuInfo*>& usable
              resource, model);
     }
     const auto rep = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.gpu->name == model; });
-    base_labels(b, resource, b.product(model, {"MIG", profile}), entries.size(), 1, "none");
+    const auto shared_it = sharing.mig_replicas.find(profile);
+    const int replicas = shared_it == sharing.mig_replicas.end() ? 1 : std::max(shared_it->second, 1);
+    const bool shared = replicas > 1;
+    base_labels(b, resource, b.product(model, {"MIG", profile, shared && !sharing.renamed ? "SHARED" : ""}),
+                entries.size(), replicas, shared ? "time-slicing" : "none");
     mig_attribute_labels(b, resource, model, *rep->device);
   }
 }
@@ -670,7 +675,7 @@ Labels gfd_labels(const gpu::Inventory& inv, const LabelSharing& sharing, const 
   whole_gpu_labels(b, *primary, s);
   if (mig_strategy != "none") b.set("nvidia.com/mig.strategy", mig_strategy);
   if (mig_strategy == "single") mig_single_labels(b, usable, *primary, s);
-  if (mig_strategy == "mixed") mig_mixed_labels(b, usable);
+  if (mig_strategy == "mixed") mig_mixed_labels(b, usable, sharing);
   model_labels(b, models);
   return labels;
 }

@@ -28,6 +28,10 @@ struct LabelSharing {
   // Extension: per-GPU replica counts (GPU index -> replicas) where they differ between GPUs; a GPU
   // not listed uses `replicas`. Empty = every GPU uses `replicas`.
   std::map<unsigned, int> replicas_by_gpu;
+  // migStrategy mixed: time-sliced MIG profiles (profile as in the resource name, "1g.10gb" or
+  // "1g.10gb.me" -> replicas), labelled as GFD does: nvidia.com/mig-<profile>.replicas, a -SHARED
+  // product (unless renamed) and sharing-strategy time-slicing.
+  std::map<std::string, int> mig_replicas;
 };
 
 struct LabelOptions {

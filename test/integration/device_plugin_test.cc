@@ -502,6 +502,22 @@ TEST(DevicePlugin, MigMixedLayout) {
   EXPECT_THAT(labels, HasSubstr("nvidia.com/mig-1g.10gb.count=9\n"));
 }
 
+TEST(DevicePlugin, MigMixedWithATimeSlicedProfile) {
+  const std::string node = slurp(std::string(KGPU_SOURCE_DIR) + "/examples/nodes/dgx-a100-mig.yaml");
+  Agent agent(node, "flags:\n  migStrategy: mixed\nsharing:\n  timeSlicing:\n    resources:\n"
+                    "    - name: nvidia.com/mig-1g.10gb\n      replicas: 2\n");
+  agent.registrations(4);
+  PluginClient small(agent.socket("nvidia-mig-1g.10gb.sock"));
+  EXPECT_EQ(first_list(small, 18).size(), 18u);  // 9 MIG devices x 2
+  const auto path = agent.dir().path() / "features.d" / "gfd";
+  ASSERT_TRUE(eventually([&] { return slurp(path).find("mig-1g.10gb.replicas") != std::string::npos; }));
+  const auto labels = slurp(path);
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/mig-1g.10gb.replicas=2\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/mig-1g.10gb.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb-SHARED\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/mig-1g.10gb.sharing-strategy=time-slicing\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/mig-3g.40gb.replicas=1\n"));
+}
+
 TEST(DevicePlugin, MpsLimitsGoToTheControlDaemon) {
   TempDir bin;
   const std::string record = (bin.path() / "mps.log").string();

@@ -408,6 +408,24 @@ TEST(GfdLabels, MigMixed) {
   EXPECT_THAT(r.warnings, IsEmpty());
 }
 
+TEST(GfdLabels, MigMixedTimeSlicedProfile) {
+  auto g0 = a100(0);
+  enable_mig(g0, {a100_3g(0, 0), a100_1g(6)});
+  const auto inv = inventory({g0});
+  LabelSharing sharing;
+  sharing.mig_replicas["1g.10gb"] = 3;
+  const auto r = label(inv, sharing, compute_options(inv, "mixed"));
+  EXPECT_EQ(r.labels.at("nvidia.com/mig-1g.10gb.product"), "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb-SHARED");
+  EXPECT_EQ(r.labels.at("nvidia.com/mig-1g.10gb.replicas"), "3");
+  EXPECT_EQ(r.labels.at("nvidia.com/mig-1g.10gb.sharing-strategy"), "time-slicing");
+  EXPECT_EQ(r.labels.at("nvidia.com/mig-1g.10gb.count"), "1");  // physical MIG devices
+  EXPECT_EQ(r.labels.at("nvidia.com/mig-3g.40gb.replicas"), "1");
+  EXPECT_EQ(r.labels.at("nvidia.com/mig-3g.40gb.sharing-strategy"), "none");
+  sharing.renamed = true;
+  const auto renamed = label(inv, sharing, compute_options(inv, "mixed"));
+  EXPECT_EQ(renamed.labels.at("nvidia.com/mig-1g.10gb.product"), "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb");
+}
+
 TEST(GfdLabels, MigMixedAllEnabledParentsHaveZeroReplicas) {
   auto g0 = a100(0);
   enable_mig(g0, {mig(0, "1g.10gb+me", 20, 1, 9856, 14, 0, 1), a100_3g(1, 4)});
