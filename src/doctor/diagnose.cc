@@ -667,7 +667,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   // GPUs free but CPU or memory not: a GPU node filled by other pods.
   std::vector<size_t> blocked;
   for (size_t i : candidates) {
-    if (fit.reasons[i] && (*fit.reasons[i] == "insufficient cpu" || *fit.reasons[i] == "insufficient memory") &&
+    if (fit.reasons[i] && (*fit.reasons[i] == "Insufficient cpu" || *fit.reasons[i] == "Insufficient memory") &&
         cluster.node(i).full_free_gpus() >= spod.num_gpu) {
       blocked.push_back(i);
     }

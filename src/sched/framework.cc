@@ -19,7 +19,7 @@ class NodeSelectorFilter : public FilterPlugin {
   std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
     for (const auto& [k, v] : pod.node_selector) {
       auto it = node.labels.find(k);
-      if (it == node.labels.end() || it->second != v) return "node(s) didn't match Pod's node selector";
+      if (it == node.labels.end() || it->second != v) return "node(s) didn't match Pod's node affinity/selector";
     }
     return std::nullopt;
   }
@@ -44,14 +44,14 @@ class ResourceFilter : public FilterPlugin {
   const char* name() const override { return "NodeResourcesFit"; }
   std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
     if (pod.num_gpu > 0 && !model_allowed(pod.gpu_models, node.gpu_model)) return "GPU model mismatch";
-    if (node.cpu_free < pod.cpu_milli) return "insufficient cpu";
-    if (node.memory_free < pod.memory_mib) return "insufficient memory";
+    if (node.cpu_free < pod.cpu_milli) return "Insufficient cpu";
+    if (node.memory_free < pod.memory_mib) return "Insufficient memory";
     if (pod.num_gpu == 0) return std::nullopt;
-    if (node.gpus() < pod.num_gpu) return "insufficient nvidia.com/gpu";
+    if (node.gpus() < pod.num_gpu) return "Insufficient nvidia.com/gpu";
     if (pod.sharing()) {
       if (node.max_gpu_free() < pod.gpu_milli) return "insufficient GPU share";
     } else if (node.full_free_gpus() < pod.num_gpu) {
-      return "insufficient nvidia.com/gpu";
+      return "Insufficient nvidia.com/gpu";
     }
     return std::nullopt;
   }

@@ -143,7 +143,7 @@ const Case kCases[] = {
      "2 cannot allocate all claims", "kubectl get resourceslices", "published memory capacities: 23034Mi x2"},
     {"gpu-node-cpu-full", "gpu-node-cpu-memory-full", "pod/team-a/notebook-bob", Severity::kCritical, Layer::kScheduler,
      "1 Insufficient cpu", "kubectl taint nodes gpu-l4-2 nvidia.com/gpu=present:NoSchedule",
-     "gpu-l4-2: insufficient cpu"},
+     "gpu-l4-2: Insufficient cpu"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DoctorCase, ::testing::ValuesIn(kCases),

@@ -198,7 +198,7 @@ TEST(Framework, ReasonsWhenNothingFits) {
   EXPECT_FALSE(out.placement);
   EXPECT_EQ(out.message(), "0/3 nodes are available: 2 insufficient GPU share, 1 GPU model mismatch.");
   Cluster d({node("small", {1000}, 2000)});
-  EXPECT_EQ(place("FGD", d, pod(1, 1000, 4000)).message(), "0/1 nodes are available: 1 insufficient cpu.");
+  EXPECT_EQ(place("FGD", d, pod(1, 1000, 4000)).message(), "0/1 nodes are available: 1 Insufficient cpu.");
   EXPECT_FALSE(make_framework("Magic", {}));
 }
 
