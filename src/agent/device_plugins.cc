@@ -176,6 +176,7 @@ sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c) con
   h.exists = [view](const std::string& p) { return ::access(view(p).c_str(), F_OK) == 0; };
   h.mig_caps = sharing::parse_mig_minors(read_file(opt_.proc_root + "/driver/nvidia-caps/mig-minors"));
   h.driver_mounts = sharing::discover_driver_files(root, [view](const std::string& dir) { return list_dir(view(dir)); });
+  h.containerd_config = read_file(view("/etc/containerd/config.toml"));
   for (const char* ctk : {"/usr/bin/nvidia-ctk", "/usr/local/nvidia/toolkit/nvidia-ctk"}) {
     if (h.exists(ctk)) {
       h.ldcache_hook = ctk;
@@ -216,6 +217,13 @@ Result<void> DevicePluginManager::start() {
     std::lock_guard lock(mu_);
     last_reload_error_ = ok.error().message;
     last_rejected_text_ = config_text_attempt_;
+  }
+  {
+    std::lock_guard lock(mu_);
+    using sharing::ListStrategy;
+    if (config_.has_list_strategy(ListStrategy::kCdiCri) || config_.has_list_strategy(ListStrategy::kCdiAnnotations)) {
+      if (auto w = sharing::cdi_runtime_warning(host_.containerd_config)) log("warning: {}", *w);
+    }
   }
   if (xid_health_) {
     start_event_watcher();

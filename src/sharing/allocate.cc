@@ -57,6 +57,41 @@ std::vector<DeviceNodeEdit> control_nodes(const Config& c, const HostFacts& host
 
 }  // namespace
 
+std::optional<std::string> cdi_runtime_warning(const std::string& toml) {
+  if (toml.empty()) return std::nullopt;
+  // `key = value` lines, comments and blanks ignored (enough for the two keys we look at).
+  std::optional<std::string> enable_cdi, version;
+  std::istringstream in(toml);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    auto strip = [](std::string& x) {
+      x.erase(0, x.find_first_not_of(" \t\"'"));
+      x.erase(x.find_last_not_of(" \t\"'\r") + 1);
+    };
+    strip(key);
+    strip(value);
+    if (key == "enable_cdi") enable_cdi = value;
+    if (key == "version" && !version) version = value;
+  }
+  if (enable_cdi == "false") {
+    return "containerd has enable_cdi = false: with a CDI deviceListStrategy (the default, cdi-cri) containers get "
+           "no GPU; set enable_cdi = true in /etc/containerd/config.toml and restart containerd, or use "
+           "deviceListStrategy volume-mounts or envvar";
+  }
+  if (version == "2" && enable_cdi != "true") {
+    return "containerd's config is version 2 (containerd 1.x) without enable_cdi = true, and CDI is off by default "
+           "before containerd 2.0: with a CDI deviceListStrategy (the default, cdi-cri) containers get no GPU; set "
+           "enable_cdi = true under [plugins.\"io.containerd.grpc.v1.cri\"] and restart containerd, or use "
+           "deviceListStrategy volume-mounts or envvar";
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> present_control_nodes(const Config& config, const HostFacts& host) {
   std::vector<std::string> out;
   for (const auto& n : control_nodes(config, host)) out.push_back(n.container_path);

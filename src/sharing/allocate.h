@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ struct HostFacts {
   // Host path of nvidia-ctk, when installed: the CDI spec then runs its update-ldcache hook so
   // that the mounted libraries resolve on any image (e.g. an Ubuntu image on a RHEL host).
   std::string ldcache_hook;
+  // The host's /etc/containerd/config.toml ("" when not readable), for cdi_runtime_warning().
+  std::string containerd_config;
   bool operator==(const HostFacts& o) const {
     return mig_caps == o.mig_caps && driver_mounts == o.driver_mounts && ldcache_hook == o.ldcache_hook;
   }
@@ -74,6 +77,11 @@ Result<std::vector<ContainerEdits>> allocate(const PlannedResource& resource, co
                                              const HostFacts& host,
                                              const std::vector<std::vector<std::string>>& requests,
                                              const std::string& unique);
+
+// Why CDI allocations would give containers no GPU with this containerd config, or nullopt:
+// `enable_cdi = false`, or a containerd 1.x config (`version = 2`) without `enable_cdi = true`
+// (CDI is off by default before containerd 2.0). Other runtimes and unreadable configs: nullopt.
+std::optional<std::string> cdi_runtime_warning(const std::string& containerd_config);
 
 // The control device nodes (/dev/nvidiactl, -uvm, -uvm-tools, -modeset) that exist on the host.
 std::vector<std::string> present_control_nodes(const Config& config, const HostFacts& host);

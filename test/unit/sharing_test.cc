@@ -548,6 +548,19 @@ TEST(SharingAllocate, CdiSpecNamesEveryDeviceByUuidAndIndex) {
   EXPECT_EQ(mounts[3]["containerPath"], "/usr/bin/nvidia-smi");
 }
 
+TEST(SharingAllocate, CdiRuntimeWarning) {
+  EXPECT_FALSE(cdi_runtime_warning(""));
+  // containerd 2.x (config version 3): CDI on by default.
+  EXPECT_FALSE(cdi_runtime_warning("version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n"));
+  EXPECT_FALSE(cdi_runtime_warning("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = true\n"));
+  auto off = cdi_runtime_warning("version = 3\n  enable_cdi = false # no\n");
+  ASSERT_TRUE(off);
+  EXPECT_THAT(*off, HasSubstr("enable_cdi = false"));
+  auto old = cdi_runtime_warning("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  # enable_cdi = true\n");
+  ASSERT_TRUE(old);
+  EXPECT_THAT(*old, HasSubstr("containerd 1.x"));
+}
+
 TEST(PreferredAllocation, PrefersNvLinkedSets) {
   auto inv = hgx();
   auto plan = make_plan(inv, config(""));
