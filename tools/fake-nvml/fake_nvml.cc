@@ -347,12 +347,14 @@ FAKE_API Return nvmlShutdown(void) {
   return kSuccess;
 }
 
+// The returned text stays valid for the process's life, like NVML's static strings: each distinct
+// text is kept once (a bounded set: the error names and the load errors seen). No thread_local: a
+// library with TLS must not be dlclose'd under LeakSanitizer, and the loader may close us.
 FAKE_API const char* nvmlErrorString(Return r) {
-  static thread_local std::string text;
+  static std::set<std::string> texts;  // guarded by fake().mu
   Fake& f = fake();
   std::lock_guard lock(f.mu);
-  text = (r == kErrorUnknown && !f.last_error.empty()) ? f.last_error : error_text(r);
-  return text.c_str();
+  return texts.insert((r == kErrorUnknown && !f.last_error.empty()) ? f.last_error : error_text(r)).first->c_str();
 }
 
 FAKE_API Return nvmlSystemGetDriverVersion(char* version, unsigned int length) {

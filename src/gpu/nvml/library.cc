@@ -43,7 +43,9 @@ std::string resolve_library_path(const std::string& flag_value) {
 
 Result<std::unique_ptr<Library>> Library::open(const std::string& path) {
   dlerror();
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: the driver's library is never unmapped, even after a failed init: its
+  // thread-local storage and any threads it started must not outlive their code.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
     const char* why = dlerror();
     return fail(ErrorCode::kNotFound,
