@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -605,8 +606,13 @@ struct CliRun {
 // Runs `kgpu ARGS` through the shell, with `input` (when given) on stdin.
 CliRun run_kgpu(const std::string& args, const std::string& input = "") {
   std::string redirect;
+  std::string path;
   if (!input.empty()) {
-    const std::string path = testing::TempDir() + "lint_stdin.yaml";
+    // One file per call: ctest runs test cases as parallel processes that share TempDir().
+    path = testing::TempDir() + "lint_stdin.XXXXXX";
+    const int fd = mkstemp(path.data());
+    if (fd < 0) return {};
+    ::close(fd);
     std::ofstream(path) << input;
     redirect = " < '" + path + "'";
   }
@@ -619,6 +625,7 @@ CliRun run_kgpu(const std::string& args, const std::string& input = "") {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
   const int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (!path.empty()) ::unlink(path.c_str());
   return r;
 }
 
