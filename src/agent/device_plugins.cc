@@ -7,11 +7,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "agent/labels.h"
+#include "common/files.h"
 #include "common/strings.h"
+#include "gpu/mig.h"
 
 namespace kgpu::agent {
 
@@ -24,14 +25,6 @@ void log(fmt::format_string<Args...> f, Args&&... args) {
   fmt::print(stderr, "kgpu agent: {}\n", fmt::format(f, std::forward<Args>(args)...));
 }
 
-std::string read_file(const std::string& path, bool* ok = nullptr) {
-  std::ifstream in(path);
-  if (ok != nullptr) *ok = static_cast<bool>(in);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> out;
   if (DIR* d = ::opendir(dir.c_str())) {
@@ -42,31 +35,6 @@ std::vector<std::string> list_dir(const std::string& dir) {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-// Writes `text` to `path` atomically (temp file in the same directory, then rename).
-Result<void> write_atomically(const std::string& path, const std::string& text) {
-  std::error_code ec;
-  const auto dir = std::filesystem::path(path).parent_path();
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return fail(ErrorCode::kPermissionDenied, "cannot create {}: {}", dir.string(), ec.message());
-  const std::string tmp = fmt::format("{}/.{}.tmp{}", dir.string(), std::filesystem::path(path).filename().string(),
-                                      ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      ::unlink(tmp.c_str());
-      return fail(ErrorCode::kPermissionDenied, "cannot write {}", tmp);
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return fail(ErrorCode::kPermissionDenied, "cannot replace {}: {}", path, std::strerror(err));
-  }
-  return {};
 }
 
 // Whether two inventories have the same devices to advertise (GPUs, MIG modes and MIG devices).
@@ -174,9 +142,9 @@ sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c) con
     return mount + host.substr(r.size());
   };
   h.exists = [view](const std::string& p) { return ::access(view(p).c_str(), F_OK) == 0; };
-  h.mig_caps = sharing::parse_mig_minors(read_file(opt_.proc_root + "/driver/nvidia-caps/mig-minors"));
+  h.mig_caps = sharing::parse_mig_minors(read_file(opt_.proc_root + "/driver/nvidia-caps/mig-minors").value_or(""));
   h.driver_mounts = sharing::discover_driver_files(root, [view](const std::string& dir) { return list_dir(view(dir)); });
-  h.containerd_config = read_file(view("/etc/containerd/config.toml"));
+  h.containerd_config = read_file(view("/etc/containerd/config.toml")).value_or("");
   for (const char* ctk : {"/usr/bin/nvidia-ctk", "/usr/local/nvidia/toolkit/nvidia-ctk"}) {
     if (h.exists(ctk)) {
       h.ldcache_hook = ctk;
@@ -201,7 +169,6 @@ void DevicePluginManager::start_event_watcher() {
 
 Result<void> DevicePluginManager::start() {
   kubelet_stamp_ = stamp(opt_.plugin_dir + "/" + kubelet::kKubeletSocketName);
-  kubelet_stamp_.size = 0;
   if (auto ok = load_and_apply(true); !ok) {
     // failOnInitError (flag, variable, else the file's, default true) decides whether a node that
     // cannot be planned stops the agent or keeps serving metrics while the config is retried.
@@ -269,10 +236,10 @@ Result<void> DevicePluginManager::load_and_apply(bool initial) {
       return fail(ErrorCode::kInvalidArgument, "config file {} is not a regular file (a directory? name the file in it)",
                   opt_.config_file);
     } else {
-      bool ok = false;
-      text = read_file(opt_.config_file, &ok);
+      auto read = read_file(opt_.config_file);
+      if (!read) return fail(ErrorCode::kNotFound, "cannot read config file {}", opt_.config_file);
+      text = std::move(*read);
       config_text_attempt_ = text;
-      if (!ok) return fail(ErrorCode::kNotFound, "cannot read config file {}", opt_.config_file);
       auto parsed = sharing::parse_config(text, opt_.config_file);
       if (!parsed) return std::unexpected(parsed.error());
       config = std::move(*parsed);
@@ -450,8 +417,7 @@ void DevicePluginManager::control_loop() {
 
 void DevicePluginManager::check_sockets() {
   const std::string kubelet = opt_.plugin_dir + "/" + kubelet::kKubeletSocketName;
-  FileStamp now_stamp = stamp(kubelet);
-  now_stamp.size = 0;
+  const FileStamp now_stamp = stamp(kubelet);
   const bool kubelet_new = now_stamp.inode != 0 && !(now_stamp == kubelet_stamp_);
   if (kubelet_new && kubelet_stamp_.inode != 0) log("the kubelet restarted ({} was re-created): registering again", kubelet);
   kubelet_stamp_ = now_stamp;
@@ -499,8 +465,7 @@ void DevicePluginManager::check_config() {
   if (s == config_stamp_ && now < next_full_config_read_) return;
   next_full_config_read_ = now + std::chrono::seconds(10);
   config_stamp_ = s;
-  bool ok = false;
-  const std::string text = s.inode == 0 ? std::string() : read_file(opt_.config_file, &ok);
+  const std::string text = s.inode == 0 ? std::string() : read_file(opt_.config_file).value_or("");
   {
     std::lock_guard lock(mu_);
     if (text == config_text_ && generation_ > 0) {
@@ -700,7 +665,7 @@ void DevicePluginManager::write_cdi_spec() {
     text = sharing::cdi_spec(plan_, config_, host_);
   }
   const std::string path = fmt::format("{}/{}-{}.json", opt_.cdi_root, sharing::kCdiVendor, sharing::kCdiClass);
-  if (auto ok = write_atomically(path, text); !ok) log("CDI spec: {}", ok.error().message);
+  if (auto ok = write_file_atomically(path, text); !ok) log("CDI spec: {}", ok.error().message);
 }
 
 void DevicePluginManager::write_labels() {
@@ -731,9 +696,7 @@ void DevicePluginManager::write_labels() {
           for (const auto& g : inventory_.gpus) {
             for (const auto& m : g.mig_devices) {
               if (m.uuid != d.uuid) continue;
-              std::string profile = m.profile;
-              std::replace(profile.begin(), profile.end(), '+', '.');
-              ls.mig_replicas[profile] = d.replicas;
+              ls.mig_replicas[gpu::mig::resource_profile(m.profile)] = d.replicas;
               ls.renamed = ls.renamed || !r.name.starts_with("nvidia.com/mig-") || r.name.ends_with(".shared");
             }
           }

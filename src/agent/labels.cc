@@ -1,14 +1,10 @@
 #include "agent/labels.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
@@ -21,6 +17,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/files.h"
 #include "common/strings.h"
 #include "gpu/mig.h"
 
@@ -83,12 +80,6 @@ std::string num(auto v) { return fmt::format("{}", v); }
 
 bool mig_enabled(const gpu::GpuInfo& g) { return g.mig_enabled.value_or(false); }
 
-// The resource-name form of a MIG profile: '+' (not allowed in names) becomes '.'.
-std::string profile_resource_name(std::string_view profile) {
-  std::string out(profile);
-  std::replace(out.begin(), out.end(), '+', '.');
-  return out;
-}
 
 // gpu.family from the compute capability, for GPUs whose architecture NVML did not name.
 std::string family_from_compute_capability(int major, int minor) {
@@ -380,7 +371,7 @@ void mig_single_labels(Builder& b, const std::vector<const gpu::GpuInfo*>& usabl
     enabled.push_back(g);
     models.insert(g->name);
     if (g->mig_devices.empty()) empty.push_back(g->index);
-    for (const auto& d : g->mig_devices) profiles.insert(profile_resource_name(d.profile));
+    for (const auto& d : g->mig_devices) profiles.insert(gpu::mig::resource_profile(d.profile));
   }
   if (enabled.empty()) return;  // no MIG: the whole-GPU labels stand, as with none
 
@@ -414,7 +405,7 @@ void mig_single_labels(Builder& b, const std::vector<const gpu::GpuInfo*>& usabl
   }
   const ReplicaRange r = replica_range(s, enabled);
   const bool shared = r.max > 1;
-  const std::string profile = profile_resource_name(d.profile);
+  const std::string profile = gpu::mig::resource_profile(d.profile);
   base_labels(b, "nvidia.com/gpu", b.product(model, {"MIG", profile, shared && !s.renamed ? "SHARED" : ""}), count,
               r.min, shared ? s.strategy : "none");
   if (s.by_gpu.empty()) {
@@ -436,7 +427,7 @@ void mig_mixed_labels(Builder& b, const std::vector<const gpu::GpuInfo*>& usable
   for (const auto* g : usable) {
     if (!mig_enabled(*g)) continue;
     if (g->mig_devices.empty()) b.warn("GPU {} has MIG enabled but no MIG devices", g->index);
-    for (const auto& d : g->mig_devices) by_profile[profile_resource_name(d.profile)].push_back({g, &d});
+    for (const auto& d : g->mig_devices) by_profile[gpu::mig::resource_profile(d.profile)].push_back({g, &d});
   }
   for (const auto& [profile, entries] : by_profile) {
     // The model with the most devices of this profile; entries are in GPU order, so a tie goes to
@@ -561,13 +552,6 @@ std::span<const ShapeEngines> engine_table(std::string_view name) {
   return {};
 }
 
-Error errno_error(int e, const std::string& message) {
-  ErrorCode code = ErrorCode::kUnavailable;
-  if (e == EACCES || e == EPERM || e == EROFS) code = ErrorCode::kPermissionDenied;
-  if (e == ENOENT || e == ENOTDIR) code = ErrorCode::kNotFound;
-  return Error{code, fmt::format("{}: {}", message, std::error_code(e, std::generic_category()).message())};
-}
-
 }  // namespace
 
 std::string sanitize_label_value(std::string_view raw) { return cut(clean(raw), kMaxLabelValue); }
@@ -687,60 +671,13 @@ std::string render_features_file(const Labels& labels) {
 }
 
 Result<void> write_features_file(const std::string& path, const Labels& labels) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  if (path.empty() || !target.has_filename()) {
-    return fail(ErrorCode::kInvalidArgument, "features file \"{}\": not a file path", path);
-  }
-  fs::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return std::unexpected(errno_error(ec.value(), fmt::format("writing {}: creating {}", path, dir.string())));
-
-  std::string name = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    return std::unexpected(
-        errno_error(e, fmt::format("writing {}: creating a temporary file in {}", path, dir.string())));
-  }
-  // Removes the temporary file (closing fd first when `close_fd`) and reports errno `e` of `step`.
-  auto abandon = [&](int e, std::string_view step, bool close_fd) -> Result<void> {
-    if (close_fd) ::close(fd);
-    ::unlink(name.c_str());
-    return std::unexpected(errno_error(e, fmt::format("writing {}: {} {}", path, step, name)));
-  };
-
-  const std::string content = render_features_file(labels);
-  for (size_t done = 0; done < content.size();) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return abandon(errno, "writing", true);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd, 0644) != 0) return abandon(errno, "setting the mode of", true);
-  if (::fsync(fd) != 0) return abandon(errno, "syncing", true);
-  if (::close(fd) != 0) return abandon(errno, "closing", false);
-  if (::rename(name.c_str(), path.c_str()) != 0) return abandon(errno, "renaming", false);
-
-  // Makes the rename durable. Best effort: some file systems cannot sync a directory.
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return {};
+  return write_file_atomically(path, render_features_file(labels));
 }
 
 std::optional<std::string> read_machine_type(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  std::string machine = trim(text.str(), " \t\r\n");
+  const auto text = read_file(path);
+  if (!text) return std::nullopt;
+  std::string machine = trim(*text, " \t\r\n");
   if (machine.empty()) return std::nullopt;
   return machine;
 }

@@ -1,5 +1,7 @@
 #include "gpu/mig.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -92,6 +94,12 @@ Result<std::vector<Placed>> place(const std::vector<std::pair<const Shape*, std:
     if (s.media_engines) ++media;
     out.push_back({&s, *start});
   }
+  return out;
+}
+
+std::string resource_profile(std::string_view profile) {
+  std::string out(profile);
+  std::replace(out.begin(), out.end(), '+', '.');
   return out;
 }
 

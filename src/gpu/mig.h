@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -36,6 +37,10 @@ const Shape* shape_by_index(unsigned nvml_profile_index);
 
 // "<compute slices>g.<ceil(memory MiB / 1024)>gb", plus "+me" for media-engine profiles.
 std::string profile_name(unsigned compute_slices, uint64_t memory_mib, bool media_engines);
+
+// A profile as it appears in resource and label names: '+' (not allowed there) becomes '.'
+// ("1g.10gb+me" -> "1g.10gb.me", as in nvidia.com/mig-1g.10gb.me).
+std::string resource_profile(std::string_view profile);
 
 struct Placed {
   const Shape* shape;

@@ -3,10 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace kgpu::sharing {
@@ -534,11 +534,9 @@ Result<Config> load_config(const std::string& path, const Overrides& overrides) 
   Config c;
   c.source = "defaults";
   if (!path.empty()) {
-    std::ifstream in(path);
-    if (!in) return fail(ErrorCode::kNotFound, "cannot read config file {}", path);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto parsed = parse_config(text.str(), path);
+    const auto text = read_file(path);
+    if (!text) return fail(ErrorCode::kNotFound, "cannot read config file {}", path);
+    auto parsed = parse_config(*text, path);
     if (!parsed) return parsed;
     c = std::move(*parsed);
   }

@@ -5,16 +5,14 @@
 #include <algorithm>
 #include <set>
 
+#include "gpu/mig.h"
+
 namespace kgpu::sharing {
 
 namespace {
 
 constexpr size_t kMaxDeviceIdLength = 63;
 
-std::string mig_resource_suffix(std::string profile) {
-  std::replace(profile.begin(), profile.end(), '+', '.');
-  return "mig-" + profile;
-}
 
 bool mig_mode(const gpu::GpuInfo& g) { return g.mig_enabled.value_or(false); }
 
@@ -140,7 +138,7 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
           plan.warnings.push_back(fmt::format("GPU {}: MIG enabled but no MIG devices are configured", g->index));
         }
         for (const auto& m : g->mig_devices) {
-          const std::string name = "nvidia.com/" + mig_resource_suffix(m.profile);
+          const std::string name = "nvidia.com/mig-" + gpu::mig::resource_profile(m.profile);
           base[name].push_back(mig_device(*g, m));
           is_mig[name] = true;
         }
