@@ -1,19 +1,24 @@
 #include "agent/agent.h"
 
-#include <httplib.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <csignal>
+#include <mutex>
+#include <optional>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "common/files.h"
+#include "common/http_server.h"
 
 namespace kgpu::agent {
 
 namespace {
 
 std::atomic<bool> g_signalled{false};
+
+constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 void on_signal(int) { g_signalled = true; }
 
@@ -46,23 +51,104 @@ Result<std::pair<std::string, int>> parse_address(const std::string& address) {
   return std::pair{host.empty() ? std::string("0.0.0.0") : host, p};
 }
 
+namespace {
+
+// What the HTTP handlers read. The sampler and plugins appear once NVML is up (at start, or later
+// when failOnInitError is false and NVML initialises on a retry).
+struct Serving {
+  mutable std::mutex mu;
+  metrics::Sampler* sampler = nullptr;
+  DevicePluginManager* plugins = nullptr;
+  std::string nvml_error;  // why NVML is not up yet ("" once it is)
+};
+
+HttpResponse text_response(int status, std::string body) {
+  return {status, "text/plain; charset=utf-8", std::make_shared<const std::string>(std::move(body))};
+}
+
+// Readiness: NVML up, every GPU answering, every advertised resource registered with all its
+// devices Healthy. One line per problem.
+std::vector<std::string> readiness_problems(const Serving& s) {
+  std::lock_guard lock(s.mu);
+  std::vector<std::string> out;
+  if (!s.nvml_error.empty()) out.push_back("NVML: " + s.nvml_error);
+  if (s.sampler != nullptr) out = s.sampler->problems();
+  if (s.plugins != nullptr) {
+    const auto st = s.plugins->status();
+    if (!st.last_reload_error.empty() && st.resources.empty()) out.push_back("device plugin: " + st.last_reload_error);
+    for (const auto& r : st.resources) {
+      if (!r.registered) out.push_back(fmt::format("device plugin {}: not registered with the kubelet", r.name));
+      if (r.healthy < r.devices) {
+        out.push_back(fmt::format("device plugin {}: {} of {} devices Unhealthy", r.name, r.devices - r.healthy, r.devices));
+      }
+    }
+  }
+  return out;
+}
+
+// Exits the process when an orderly shutdown has not finished `grace` after the first signal (a
+// stuck NVML call or kubelet must not keep a terminating pod alive).
+class ShutdownWatchdog {
+ public:
+  explicit ShutdownWatchdog(std::chrono::milliseconds grace) : grace_(grace) {
+    thread_ = std::thread([this] {
+      std::unique_lock lock(mu_);
+      // A signal handler cannot notify: poll the flag.
+      while (!done_ && !g_signalled.load()) cv_.wait_for(lock, std::chrono::milliseconds(20));
+      if (done_) return;
+      if (!cv_.wait_for(lock, grace_, [this] { return done_; })) {
+        std::fprintf(stderr, "kgpu agent: shutdown did not finish within %lld ms: exiting now\n",
+                     static_cast<long long>(grace_.count()));
+        std::_Exit(0);
+      }
+    });
+  }
+  ~ShutdownWatchdog() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Called by the main loop when it sees the signal.
+  void signalled() { cv_.notify_all(); }
+
+ private:
+  std::chrono::milliseconds grace_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
 int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   auto addr = parse_address(options.address);
   if (!addr) {
     std::fprintf(stderr, "kgpu agent: %s\n", addr.error().message.c_str());
     return 2;
   }
+  // SIGTERM/SIGINT are caught from the start; shutdown then finishes within options.shutdown_grace.
+  std::optional<ShutdownWatchdog> watchdog;
+  if (stop == nullptr) {
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    watchdog.emplace(options.shutdown_grace);
+  }
+  auto stopping = [&] { return stop != nullptr ? stop->load() : g_signalled.load(); };
+
   metrics::SamplerOptions so = options.sampler;
   if (so.hostname.empty()) so.hostname = host_name();
   if (!options.counters_file.empty()) {
-    std::ifstream in(options.counters_file);
-    if (!in) {
-      std::fprintf(stderr, "kgpu agent: cannot read counters file %s\n", options.counters_file.c_str());
+    // A counters file is a ConfigMap too: 1 MiB at most.
+    const auto text = read_file_limited(options.counters_file, 1 << 20);
+    if (!text) {
+      std::fprintf(stderr, "kgpu agent: counters file: %s\n", text.error().message.c_str());
       return 1;
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    auto set = metrics::parse_counters(text.str(), options.counters_file);
+    auto set = metrics::parse_counters(*text, options.counters_file);
     if (!set) {
       std::fprintf(stderr, "kgpu agent: %s\n", set.error().message.c_str());
       return 1;
@@ -70,66 +156,109 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     for (const auto& w : set->warnings) std::fprintf(stderr, "kgpu agent: warning: %s\n", w.c_str());
     so.counters = std::move(set->counters);
   }
+  DevicePluginOptions po = options.plugins;
+  if (po.node_name.empty()) po.node_name = so.hostname;
 
-  auto node = gpu::Node::open(nvml::resolve_library_path(options.nvml_library));
-  if (!node) {
-    std::fprintf(stderr, "kgpu agent: %s\n", node.error().message.c_str());
-    return 1;
-  }
+  Serving serving;
+  std::unique_ptr<gpu::Node> node;
   std::unique_ptr<DevicePluginManager> plugins;
-  if (options.device_plugin) {
-    DevicePluginOptions po = options.plugins;
-    if (po.node_name.empty()) po.node_name = so.hostname;
-    plugins = std::make_unique<DevicePluginManager>(**node, po);
-    if (auto ok = plugins->start(); !ok) {
-      std::fprintf(stderr, "kgpu agent: device plugin: %s\n", ok.error().message.c_str());
+  std::unique_ptr<metrics::Sampler> sampler;
+  // Opens NVML and starts the plugins and the sampler. Returns false (with the error) when NVML
+  // cannot be opened; a plugin start failure is fatal (it already applied failOnInitError).
+  auto bring_up = [&]() -> Result<bool> {
+    auto opened = gpu::Node::open(nvml::resolve_library_path(options.nvml_library));
+    if (!opened) return std::unexpected(opened.error());
+    node = std::move(*opened);
+    if (options.device_plugin) {
+      plugins = std::make_unique<DevicePluginManager>(*node, po);
+      if (auto ok = plugins->start(); !ok) return std::unexpected(ok.error().wrap("device plugin"));
+    }
+    sampler = std::make_unique<metrics::Sampler>(*node, so);
+    sampler->start();
+    std::lock_guard lock(serving.mu);
+    serving.sampler = sampler.get();
+    serving.plugins = plugins.get();
+    serving.nvml_error.clear();
+    return true;
+  };
+  bool waiting_for_nvml = false;
+  if (auto up = bring_up(); !up) {
+    const bool nvml_failed = node == nullptr;
+    const std::string config_text =
+        po.config_file.empty() ? "" : read_file_limited(po.config_file, sharing::kMaxConfigBytes).value_or("");
+    if (!nvml_failed || fails_on_init_error(po, config_text)) {
+      std::fprintf(stderr, "kgpu agent: %s\n", up.error().message.c_str());
       return 1;
     }
+    std::fprintf(stderr,
+                 "kgpu agent: %s; failOnInitError is false: serving without GPUs, retrying NVML every %lld s\n",
+                 up.error().message.c_str(), static_cast<long long>(options.nvml_retry.count()));
+    serving.nvml_error = up.error().message;
+    waiting_for_nvml = true;
   }
-  metrics::Sampler sampler(**node, so);
-  sampler.start();
 
-  httplib::Server server;
-  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    auto page = sampler.page();
-    std::string body = page ? *page : std::string();
-    if (plugins) body += plugins->metrics_text();
-    res.set_content(body, "text/plain; version=0.0.4; charset=utf-8");
+  HttpServer server(options.http);
+  server.route("/metrics", [&] {
+    std::lock_guard lock(serving.mu);
+    auto page = serving.sampler != nullptr ? serving.sampler->page() : nullptr;
+    if (serving.plugins == nullptr) {
+      return HttpResponse{200, kMetricsContentType, page ? page : std::make_shared<const std::string>()};
+    }
+    auto body = std::make_shared<std::string>(page ? *page : std::string());
+    *body += serving.plugins->metrics_text();
+    return HttpResponse{200, kMetricsContentType, std::move(body)};
   });
-  server.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
-    const bool ok = sampler.healthy();
-    res.status = ok ? 200 : 503;
-    res.set_content(ok ? "OK\n" : "no recent NVML sample\n", "text/plain");
+  server.route("/health", [&] {
+    std::lock_guard lock(serving.mu);
+    // Alive: sampling (or, without NVML, waiting for it on the main loop).
+    if (serving.sampler == nullptr || serving.sampler->healthy()) return text_response(200, "OK\n");
+    return text_response(503, "sampling stalled: no sample in three intervals\n");
   });
-  int port = addr->second;
-  if (port == 0) {
-    port = server.bind_to_any_port(addr->first);
-  } else if (!server.bind_to_port(addr->first, port)) {
-    port = -1;
-  }
-  if (port < 0) {
-    std::fprintf(stderr, "kgpu agent: cannot listen on %s\n", options.address.c_str());
-    sampler.stop();
+  server.route("/ready", [&] {
+    const auto problems = readiness_problems(serving);
+    if (problems.empty()) return text_response(200, "ready\n");
+    std::string body;
+    for (const auto& p : problems) body += p + "\n";
+    return text_response(503, std::move(body));
+  });
+  auto port = server.start(addr->first, addr->second);
+  if (!port) {
+    std::fprintf(stderr, "kgpu agent: %s\n", port.error().message.c_str());
+    if (sampler) sampler->stop();
     if (plugins) plugins->stop();
     return 1;
   }
-  std::fprintf(stderr, "kgpu agent: listening on %s:%d\n", addr->first.c_str(), port);
-  std::thread http([&] { server.listen_after_bind(); });
-  // stop() is a no-op until the server runs: wait for it, so a stop request can never be lost.
-  for (int i = 0; i < 5000 && !server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::fprintf(stderr, "kgpu agent: listening on %s:%d\n", addr->first.c_str(), *port);
 
-  if (stop == nullptr) {
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
+  auto next_retry = std::chrono::steady_clock::now() + options.nvml_retry;
+  int status = 0;
+  while (!stopping()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (waiting_for_nvml && std::chrono::steady_clock::now() >= next_retry) {
+      next_retry = std::chrono::steady_clock::now() + options.nvml_retry;
+      if (auto up = bring_up(); up) {
+        waiting_for_nvml = false;
+        std::fprintf(stderr, "kgpu agent: NVML is up: serving GPUs\n");
+      } else if (node != nullptr) {
+        std::fprintf(stderr, "kgpu agent: %s\n", up.error().message.c_str());
+        status = 1;
+        break;
+      } else {
+        std::lock_guard lock(serving.mu);
+        serving.nvml_error = up.error().message;
+      }
+    }
   }
-  while (!(stop != nullptr ? stop->load() : g_signalled.load())) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  if (watchdog) watchdog->signalled();
   server.stop();
-  http.join();
-  sampler.stop();
+  {
+    std::lock_guard lock(serving.mu);
+    serving.sampler = nullptr;
+    serving.plugins = nullptr;
+  }
+  if (sampler) sampler->stop();
   if (plugins) plugins->stop();
-  return 0;
+  return status;
 }
 
 }  // namespace kgpu::agent

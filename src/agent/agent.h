@@ -4,9 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <string>
 
 #include "agent/device_plugins.h"
+#include "common/http_server.h"
 #include "metrics/sampler.h"
 
 namespace kgpu::agent {
@@ -18,6 +20,11 @@ struct AgentOptions {
   metrics::SamplerOptions sampler;
   bool device_plugin = true;  // serve the kubelet device plugins and write labels
   DevicePluginOptions plugins;
+  HttpServerOptions http;  // connection, header and idle limits of :9400 (docs/metrics.md)
+  // With failOnInitError false, how often NVML is tried again while it cannot initialise.
+  std::chrono::milliseconds nvml_retry{std::chrono::seconds(30)};
+  // After SIGTERM/SIGINT, the process exits by this deadline even if a peer or NVML call hangs.
+  std::chrono::milliseconds shutdown_grace{900};
 };
 
 // Splits "[host]:port" (host empty = all interfaces). Errors name the bad address.
@@ -26,6 +33,12 @@ Result<std::pair<std::string, int>> parse_address(const std::string& address);
 // Runs until `stop` becomes true (or SIGINT/SIGTERM when `stop` is null). Returns the exit status.
 // Prints "listening on <host>:<port>" on stderr once serving (the port is the real one when 0
 // was asked for).
+//
+// Endpoints: /metrics; /health (liveness: the sampler completed a sample within three intervals,
+// whatever NVML answered); /ready (200 "ready", or 503 with one line per problem: NVML not up, a
+// GPU not answering, a resource not registered or with Unhealthy devices).
+// When NVML cannot initialise and failOnInitError is false, the agent serves /metrics (empty),
+// /health (200) and /ready (503) and retries NVML every `nvml_retry`.
 int run_agent(const AgentOptions& options, std::atomic<bool>* stop = nullptr);
 
 }  // namespace kgpu::agent

@@ -167,18 +167,22 @@ void DevicePluginManager::start_event_watcher() {
   }
 }
 
+bool fails_on_init_error(const DevicePluginOptions& options, const std::string& config_text) {
+  if (options.overrides.fail_on_init_error) {
+    const auto& v = *options.overrides.fail_on_init_error;
+    return v != "false" && v != "0";
+  }
+  if (options.config_file.empty()) return true;
+  auto parsed = sharing::parse_config(config_text, options.config_file);
+  return !parsed || parsed->fail_on_init_error;
+}
+
 Result<void> DevicePluginManager::start() {
   kubelet_stamp_ = stamp(opt_.plugin_dir + "/" + kubelet::kKubeletSocketName);
   if (auto ok = load_and_apply(true); !ok) {
     // failOnInitError (flag, variable, else the file's, default true) decides whether a node that
     // cannot be planned stops the agent or keeps serving metrics while the config is retried.
-    bool fail_on_error = true;
-    if (opt_.overrides.fail_on_init_error) {
-      fail_on_error = *opt_.overrides.fail_on_init_error != "false" && *opt_.overrides.fail_on_init_error != "0";
-    } else if (auto parsed = sharing::parse_config(config_text_attempt_, opt_.config_file)) {
-      fail_on_error = parsed->fail_on_init_error;
-    }
-    if (fail_on_error) return ok;
+    if (fails_on_init_error(opt_, config_text_attempt_)) return ok;
     log("device plugin not started: {}; failOnInitError is false: serving metrics and retrying the config",
         ok.error().message);
     std::lock_guard lock(mu_);
@@ -236,8 +240,8 @@ Result<void> DevicePluginManager::load_and_apply(bool initial) {
       return fail(ErrorCode::kInvalidArgument, "config file {} is not a regular file (a directory? name the file in it)",
                   opt_.config_file);
     } else {
-      auto read = read_file(opt_.config_file);
-      if (!read) return fail(ErrorCode::kNotFound, "cannot read config file {}", opt_.config_file);
+      auto read = read_file_limited(opt_.config_file, sharing::kMaxConfigBytes);
+      if (!read) return std::unexpected(read.error().wrap("config file"));
       text = std::move(*read);
       config_text_attempt_ = text;
       auto parsed = sharing::parse_config(text, opt_.config_file);
@@ -465,7 +469,12 @@ void DevicePluginManager::check_config() {
   if (s == config_stamp_ && now < next_full_config_read_) return;
   next_full_config_read_ = now + std::chrono::seconds(10);
   config_stamp_ = s;
-  const std::string text = s.inode == 0 ? std::string() : read_file(opt_.config_file).value_or("");
+  std::string text;
+  if (s.inode != 0) {
+    // An unreadable or oversized file is keyed by its error, so it is rejected (and logged) once.
+    auto read = read_file_limited(opt_.config_file, sharing::kMaxConfigBytes);
+    text = read ? std::move(*read) : "\x01" + read.error().message;
+  }
   {
     std::lock_guard lock(mu_);
     if (text == config_text_ && generation_ > 0) {

@@ -71,6 +71,10 @@ const std::set<uint64_t>& default_ignored_xids();
 // device they marked to Healthy until the GPU was lost and came back.
 const std::set<uint64_t>& reset_required_xids();
 
+// failOnInitError: the flag or variable when set, else the config text's `flags.failOnInitError`
+// (true when the text does not parse), else true.
+bool fails_on_init_error(const DevicePluginOptions& options, const std::string& config_text);
+
 class DevicePluginManager {
  public:
   DevicePluginManager(gpu::Node& node, DevicePluginOptions options);

@@ -124,7 +124,8 @@ int run_doctor_command() {
     if (!f.snapshot.empty()) return doctor::Snapshot::load(f.snapshot);
     auto text = doctor::collect_snapshot(co);
     if (!text) return std::unexpected(text.error());
-    return doctor::Snapshot::from(k8s::load_text(std::move(*text), "<kubectl>", k8s::InputFormat::kJson));
+    return doctor::Snapshot::from(
+        k8s::load_text(std::move(*text), "<kubectl>", k8s::InputFormat::kJson, doctor::Snapshot::reads_kind));
   }();
   if (!snap) return usage(snap.error().message);
   for (const auto& e : snap->errors()) fmt::print(stderr, "kgpu doctor: {}\n", e.to_string());

@@ -33,6 +33,38 @@ std::optional<std::string> read_file(const std::string& path) {
   return text.str();
 }
 
+Result<std::string> read_file_limited(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::unexpected(errno_error(errno, fmt::format("cannot read {}", path)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    return fail(ErrorCode::kInvalidArgument, "cannot read {}: it is a directory", path);
+  }
+  if (S_ISREG(st.st_mode) && static_cast<unsigned long long>(st.st_size) > max_bytes) {
+    return fail(ErrorCode::kInvalidArgument, "{}: {} bytes, more than the limit of {} bytes: refused", path,
+                static_cast<long long>(st.st_size), max_bytes);
+  }
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return std::unexpected(errno_error(errno, fmt::format("cannot read {}", path)));
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      return fail(ErrorCode::kInvalidArgument, "{}: more than the limit of {} bytes: refused", path, max_bytes);
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
 Result<void> write_file_atomically(const std::string& path, std::string_view content, mode_t mode) {
   namespace fs = std::filesystem;
   const fs::path target(path);

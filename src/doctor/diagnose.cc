@@ -255,6 +255,7 @@ class Diagnoser {
   void add_scheduling_evidence(const PodObj& p, Finding& f);
 
   void node_findings(const NodeObj& n);
+  void invalid_field_findings();
   void driver_findings();
   void spec_findings();
   std::pair<sv, sv> creator_of(sv kind, sv ns, sv name) const;
@@ -1475,7 +1476,7 @@ void Diagnoser::spec_findings() {
   for (const auto& c : s_.cron_jobs) tpls.push_back({c.doc, &c.v.job_template.pod_template});
   std::set<std::string> quota_reported;
   for (const auto& t : tpls) {
-    if (!in_scope_ns(t.doc->metadata.namespace_)) continue;
+    if (!in_scope_ns(t.doc->metadata.namespace_) || s_.has_invalid_fields(t.doc)) continue;
     const std::string obj =
         fmt::format("{}/{}/{}", lower(t.doc->kind), t.doc->metadata.namespace_, t.doc->metadata.name);
     // Events land on the ReplicaSets (<deployment>-<hash>), the Jobs of a CronJob or the object
@@ -1867,6 +1868,44 @@ void Diagnoser::checklist() {
   }
 }
 
+void Diagnoser::invalid_field_findings() {
+  for (const InvalidField& bad : s_.invalid_fields) {
+    const k8s::Document& d = *bad.doc;
+    if (d.kind == "Node") {
+      if (o_.target.kind != Target::Kind::kCluster &&
+          !(o_.target.kind == Target::Kind::kNode && d.metadata.name == o_.target.name)) {
+        continue;
+      }
+    } else if (d.kind == "Pod") {
+      const PodObj* p = s_.pod(d.metadata.namespace_, d.metadata.name);
+      if (p == nullptr || p->doc != &d || !in_scope_pod(*p)) continue;
+    } else if (o_.target.kind == Target::Kind::kPod || o_.target.kind == Target::Kind::kNode ||
+               !in_scope_ns(d.metadata.namespace_)) {
+      continue;
+    }
+    Finding f;
+    f.rule = "invalid-quantity";
+    f.severity = Severity::kWarning;
+    f.layer = Layer::kSpec;
+    f.object = d.metadata.namespace_.empty() ? fmt::format("{}/{}", lower(d.kind), d.metadata.name)
+                                              : fmt::format("{}/{}/{}", lower(d.kind), d.metadata.namespace_,
+                                                            d.metadata.name);
+    f.summary = fmt::format("input error: {}", bad.message);
+    f.details.push_back(
+        "the API server rejects this value, so the object cannot be as the snapshot says (edited or corrupted "
+        "input): it is not diagnosed");
+    if (d.kind == "Node") {
+      f.details.push_back("Pending pods are not diagnosed either: their fit depends on this node's capacity");
+    }
+    f.evidence.push_back(Evidence{fmt::format("{} at {}", f.object, d.where(bad.line)), bad.message});
+    f.fix.push_back(d.metadata.namespace_.empty()
+                        ? fmt::format("kubectl get {} {} -o json", lower(d.kind), d.metadata.name)
+                        : fmt::format("kubectl get {} -n {} {} -o json", lower(d.kind), d.metadata.namespace_,
+                                      d.metadata.name));
+    add(std::move(f));
+  }
+}
+
 std::vector<Finding> Diagnoser::run() {
   if (s_.nodes.empty()) {
     // A partial snapshot (pods of one namespace, no nodes): every fit question would answer
@@ -1880,15 +1919,20 @@ std::vector<Finding> Diagnoser::run() {
     f.fix.push_back("kgpu doctor --collect -o snapshot.json");
     add(std::move(f));
   }
+  invalid_field_findings();
   if (o_.target.kind == Target::Kind::kCluster || o_.target.kind == Target::Kind::kNode) {
     for (const auto& n : s_.nodes) {
-      if (in_scope_node(n)) node_findings(n);
+      if (in_scope_node(n) && !s_.has_invalid_fields(n.doc)) node_findings(n);
     }
     driver_findings();
   }
   if (o_.target.kind == Target::Kind::kCluster || o_.target.kind == Target::Kind::kNamespace) spec_findings();
+  const bool node_invalid = std::any_of(s_.nodes.begin(), s_.nodes.end(),
+                                        [&](const NodeObj& n) { return s_.has_invalid_fields(n.doc); });
   for (const auto& p : s_.pods) {
-    if (!in_scope_pod(p)) continue;
+    if (!in_scope_pod(p) || s_.has_invalid_fields(p.doc)) continue;
+    // Fit answers over a node whose capacity could not be read would be wrong.
+    if (node_invalid && p.v.status.phase.value_or("") == "Pending" && p.v.spec.node_name->empty()) continue;
     if (auto f = pod_finding(p)) {
       // A Pending pod whose only cause is the node's missing plugin names the node finding too.
       add(std::move(*f));
@@ -1905,6 +1949,8 @@ std::vector<Finding> Diagnoser::run() {
 
 const std::vector<RuleInfo>& rule_catalog() {
   static const std::vector<RuleInfo> kRules = {
+      {"invalid-quantity", Layer::kSpec, Severity::kWarning,
+       "a quantity in the snapshot is not one the API server accepts (object not diagnosed)"},
       {"gpu-request-fractional", Layer::kSpec, Severity::kCritical, "GPU request is not a whole number"},
       {"gpu-request-limit-mismatch", Layer::kSpec, Severity::kCritical, "GPU request differs from its limit"},
       {"quota-exhausted", Layer::kSpec, Severity::kCritical, "ResourceQuota on GPUs used up: pods are not created"},

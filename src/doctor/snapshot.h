@@ -8,7 +8,9 @@
 // previous, text).
 //
 // An object in several input files (same API group, kind, namespace and name) is kept once, from
-// the last file read; SnapshotInfo and ContainerLog items are all kept.
+// the last file read; SnapshotInfo and ContainerLog items are all kept. Objects of kinds the rules
+// do not read (ConfigMaps, Secrets, CRDs...) are dropped on load: their Documents would be most of
+// the memory of a large snapshot.
 //
 // "Now" for ages is SnapshotInfo.collectedAt, else the latest event timestamp, else the latest
 // creationTimestamp in the snapshot.
@@ -25,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/error.h"
@@ -42,6 +45,14 @@ struct Obj {
   std::string_view name() const { return doc->metadata.name; }
 };
 
+// A field the API server would reject (an invalid quantity): the object cannot be as written, so
+// the rules do not diagnose it.
+struct InvalidField {
+  const k8s::Document* doc = nullptr;
+  int line = 0;
+  std::string message;  // names the field: ".status.allocatable.nvidia.com/gpu: invalid quantity 'NaN': ..."
+};
+
 struct ContainerLog {
   const k8s::Document* doc = nullptr;
   std::string_view ns, pod, container;
@@ -56,7 +67,9 @@ class Snapshot {
  public:
   // Decodes loaded documents (load errors are kept in errors()).
   static Snapshot from(k8s::LoadResult loaded);
-  // Files and directories as k8s::load_paths reads them.
+  // The kinds the rules read: the k8s::KindFilter to load with (from() drops the others anyway).
+  static bool reads_kind(std::string_view kind);
+  // Files and directories as k8s::load_paths reads them, with reads_kind.
   static Result<Snapshot> load(const std::vector<std::string>& paths);
 
   Snapshot(Snapshot&&) = default;
@@ -83,13 +96,16 @@ class Snapshot {
   std::vector<Obj<k8s::Namespace>> namespaces;
   std::vector<Obj<k8s::PrometheusRule>> prometheus_rules;
   std::vector<Obj<k8s::Service>> services;
-  std::vector<Obj<k8s::ConfigMap>> config_maps;
   std::vector<Obj<k8s::ResourceClaim>> claims;
   std::vector<Obj<k8s::ResourceClaimTemplate>> claim_templates;
   std::vector<Obj<k8s::DeviceClass>> device_classes;
   std::vector<Obj<k8s::ResourceSlice>> slices;
   std::vector<const k8s::Document*> monitors;  // ServiceMonitor, PodMonitor (raw)
   std::vector<ContainerLog> logs;
+  std::vector<InvalidField> invalid_fields;  // in document order
+
+  // Whether `doc` has an entry in invalid_fields.
+  bool has_invalid_fields(const k8s::Document* doc) const;
 
   // Indexes (positions in the vectors above).
   const Obj<k8s::Pod>* pod(std::string_view ns, std::string_view name) const;
@@ -107,17 +123,22 @@ class Snapshot {
 
  private:
   Snapshot() = default;
-  void index();
+  void index(int64_t latest_created);
 
   std::vector<k8s::Document> docs_;
   std::vector<k8s::LoadError> errors_;
   std::vector<std::string> collection_errors_;
   std::string collected_at_;
   int64_t now_ = 0;
-  std::unordered_map<std::string, size_t> pod_index_, node_index_, workload_index_;
+  static size_t pod_hash(std::string_view ns, std::string_view name);
+
+  // Positions in `pods` by namespace and name (open addressing; UINT32_MAX = empty).
+  std::vector<uint32_t> pod_slots_;
+  std::unordered_map<std::string, size_t> node_index_, workload_index_;
   std::unordered_map<std::string, std::vector<size_t>> pods_by_node_, events_by_object_, logs_by_pod_;
   std::vector<sched::K8sNodeRef> node_refs_;
   std::vector<sched::K8sPodRef> pod_refs_;
+  std::unordered_set<const k8s::Document*> invalid_docs_;
   mutable std::map<std::string, std::unique_ptr<sched::Cluster>> clusters_;
 };
 

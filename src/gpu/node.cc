@@ -178,9 +178,22 @@ Result<Device> Node::handle(unsigned index) const {
   return d;
 }
 
+void Node::note_lost(unsigned index, const char* call) const {
+  std::lock_guard lock(lost_mu_);
+  lost_seen_.try_emplace(index, call);
+}
+
 Node::Probe Node::probe(unsigned index) const {
   const auto& s = lib_->symbols();
   Probe p;
+  std::optional<std::string> lost_call;
+  {
+    std::lock_guard lock(lost_mu_);
+    if (auto it = lost_seen_.find(index); it != lost_seen_.end()) {
+      lost_call = it->second;
+      lost_seen_.erase(it);
+    }
+  }
   Device dev = nullptr;
   Return r = lib_->call(s.nvmlDeviceGetHandleByIndex_v2, index, &dev);
   if (r == kSuccess) {
@@ -200,6 +213,10 @@ Node::Probe Node::probe(unsigned index) const {
   } else if (r == kErrorGpuIsLost) {
     p.lost = true;
     p.error = describe(*lib_, r);
+  }
+  if (lost_call && !p.error) {
+    p.lost = true;
+    p.error = fmt::format("{} returned GPU_IS_LOST", *lost_call);
   }
   return p;
 }
@@ -452,6 +469,7 @@ std::vector<Telemetry> Node::telemetry(std::vector<CallError>* node_errors) {
     Return r = lib_->call(s.nvmlDeviceGetHandleByIndex_v2, i, &dev);
     if (r != kSuccess) {
       t.lost = r == kErrorGpuIsLost;
+      if (t.lost) note_lost(i, "nvmlDeviceGetHandleByIndex_v2");
       t.errors.push_back({"nvmlDeviceGetHandleByIndex_v2", r});
       out.push_back(std::move(t));
       continue;
@@ -459,7 +477,10 @@ std::vector<Telemetry> Node::telemetry(std::vector<CallError>* node_errors) {
     // Returns true on success; records failures other than NOT_SUPPORTED; stops on a lost GPU.
     auto ok = [&](const char* call, Return rc) {
       if (rc == kSuccess) return true;
-      if (rc == kErrorGpuIsLost) t.lost = true;
+      if (rc == kErrorGpuIsLost) {
+        t.lost = true;
+        note_lost(i, call);
+      }
       if (rc != kErrorNotSupported) t.errors.push_back({call, rc});
       return false;
     };

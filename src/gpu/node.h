@@ -52,6 +52,9 @@ class Node {
 
   // A cheap "is this GPU answering" check for health tracking (three NVML calls): the GPU's
   // UUID as NVML reads it now, whether it is lost, and whether a row remap waits for a reset.
+  // `lost` is also set when any other reading (telemetry) got GPU_IS_LOST for this GPU since the
+  // previous probe of it, so the probe and gpu::answers() over telemetry agree: a GPU is down when
+  // NVML does not return its handle and UUID, or any call on it returned GPU_IS_LOST.
   struct Probe {
     std::string uuid;
     bool lost = false;
@@ -62,11 +65,14 @@ class Node {
 
  private:
   explicit Node(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
+  void note_lost(unsigned index, const char* call) const;  // a reading got GPU_IS_LOST
   GpuInfo read_gpu(unsigned index) const;
   void read_mig(nvml::Device dev, GpuInfo& gpu) const;
   void read_gpm(unsigned index, nvml::Device dev, Telemetry& t);
 
   std::unique_ptr<nvml::Library> lib_;
+  mutable std::mutex lost_mu_;
+  mutable std::map<unsigned, std::string> lost_seen_;  // GPU index -> call that got GPU_IS_LOST
 
   struct GpmState {
     nvml::GpmSample sample = nullptr;
@@ -75,6 +81,11 @@ class Node {
   std::mutex telemetry_mu_;
   std::map<unsigned, GpmState> gpm_;  // guarded by telemetry_mu_
 };
+
+// Whether a GPU's reading says it answers NVML: its handle and UUID were read and no call returned
+// GPU_IS_LOST. Any other failed call is a missing value, not a down GPU. kgpu_gpu_up is this; the
+// device plugin's probe applies the same rule (Node::probe).
+inline bool answers(const Telemetry& t) { return !t.lost && !t.uuid.empty(); }
 
 // Delivers XID and ECC events from NVML on its own thread until stopped.
 //

@@ -1,5 +1,7 @@
 #include "k8s/document.h"
 
+#include "common/yaml_guard.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -43,6 +45,20 @@ class Tree {
     next_ += bytes;
     left_ -= bytes;
     return p;
+  }
+
+  // The allocation state; rewind() frees everything allocated after it (a JSON List item of a
+  // kind the caller does not want). Only the last mark may be rewound to.
+  struct Mark {
+    size_t blocks = 0;
+    char* next = nullptr;
+    size_t left = 0;
+  };
+  Mark mark() const { return {blocks_.size(), next_, left_}; }
+  void rewind(const Mark& m) {
+    blocks_.resize(m.blocks);
+    next_ = m.next;
+    left_ = m.left;
   }
 
   std::string_view copy(std::string_view s) {
@@ -114,6 +130,9 @@ class TreeBuilder {
 namespace {
 
 constexpr int kMaxDepth = 256;
+constexpr size_t kMaxScalarBytes = UINT32_MAX;  // Node::size_
+constexpr size_t kMaxYamlBytes = size_t{64} << 20;
+constexpr size_t kMaxYamlNodes = 1'000'000;
 
 // ---------------------------------------------------------------------------------------------
 // Scalars
@@ -193,7 +212,10 @@ void append_utf8(std::string& out, uint32_t cp) {
 
 class JsonScanner {
  public:
-  JsonScanner(Tree& tree, std::string_view text) : tree_(tree), p_(text.data()), end_(text.data() + text.size()) {}
+  // `keep` (may be empty): the kinds wanted; an object of another kind that is an element of a
+  // top-level array or of a top-level object's `items` is dropped as soon as it is read, tree and all.
+  JsonScanner(Tree& tree, std::string_view text, const KindFilter& keep)
+      : tree_(tree), p_(text.data()), end_(text.data() + text.size()), keep_(keep) {}
 
   // The next top-level value into *out: true; false at the end of input or on an error (error() set).
   bool next(Node* out) {
@@ -315,6 +337,7 @@ class JsonScanner {
     const char* start = ++p_;
     while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20) ++p_;
     if (p_ != end_ && *p_ == '"') {
+      if (static_cast<size_t>(p_ - start) > kMaxScalarBytes) return fail_here("string longer than 4 GiB");
       *out = std::string_view(start, p_ - start);
       ++p_;
       return true;
@@ -383,6 +406,7 @@ class JsonScanner {
       }
     }
     ++p_;
+    if (decoded.size() > kMaxScalarBytes) return fail_here("string longer than 4 GiB");
     *out = tree_.copy(decoded);
     return true;
   }
@@ -405,7 +429,9 @@ class JsonScanner {
         ++p_;
         skip_ws();
         Node v;
+        filter_items_ = keep_ && depth == 0 && key == "items";
         if (!value(&v, depth + 1)) return false;
+        filter_items_ = false;
         entries_.push_back(TreeBuilder::entry(key, key_line, v));
         skip_ws();
         if (p_ != end_ && *p_ == ',') {
@@ -430,14 +456,24 @@ class JsonScanner {
     const size_t line = line_;
     ++p_;
     const size_t base = items_.size();
+    const bool filter = keep_ && (depth == 0 || (depth == 1 && filter_items_));
+    filter_items_ = false;
     skip_ws();
     if (p_ != end_ && *p_ == ']') {
       ++p_;
     } else {
       while (true) {
         Node v;
+        const Tree::Mark before = tree_.mark();
         if (!value(&v, depth + 1)) return false;
-        items_.push_back(v);
+        bool dropped = false;
+        if (filter && v.is_map()) {
+          if (const Node* kind = v.find("kind"); kind != nullptr && kind->is_string() && !keep_(kind->text())) {
+            tree_.rewind(before);
+            dropped = true;
+          }
+        }
+        if (!dropped) items_.push_back(v);
         skip_ws();
         if (p_ != end_ && *p_ == ',') {
           ++p_;
@@ -464,6 +500,8 @@ class JsonScanner {
   std::string error_;
   std::vector<Entry> entries_;
   std::vector<Node> items_;
+  const KindFilter& keep_;
+  bool filter_items_ = false;  // the next value is a top-level object's `items`
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -471,16 +509,18 @@ class JsonScanner {
 
 class YamlConverter {
  public:
-  YamlConverter(Tree& tree, size_t line_offset) : tree_(tree), offset_(line_offset) {}
+  // `*nodes_left`: how many more nodes (scalars, mappings, sequences, keys) the input may produce,
+  // shared by its documents; `budget` is its initial value (for the message).
+  YamlConverter(Tree& tree, size_t line_offset, size_t* nodes_left, size_t budget)
+      : tree_(tree), offset_(line_offset), left_(nodes_left), budget_(budget) {}
 
-  // False (error() set) when nesting is too deep.
+  // False (error() and error_line() set) when nesting is too deep or the node budget is spent
+  // (aliases expand shared nodes once per reference: "billion laughs").
   bool convert(const YAML::Node& y, size_t fallback_line, Node* out, int depth = 0) {
-    if (depth > kMaxDepth) {
-      error_ = fmt::format("nesting deeper than {} levels", kMaxDepth);
-      return false;
-    }
     const YAML::Mark mark = y.Mark();
     const size_t line = mark.line >= 0 ? offset_ + static_cast<size_t>(mark.line) + 1 : fallback_line;
+    if (depth > kMaxDepth) return fail(line, fmt::format("nesting deeper than {} levels", kMaxDepth));
+    if (!take()) return fail(line, budget_message());
     switch (y.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null:
@@ -516,6 +556,7 @@ class YamlConverter {
         for (const auto& kv : y) {
           const YAML::Mark km = kv.first.Mark();
           const size_t key_line = km.line >= 0 ? offset_ + static_cast<size_t>(km.line) + 1 : line;
+          if (!take()) return fail(key_line, budget_message());
           // Complex keys (a mapping as a key) are not Kubernetes; keep their text empty.
           const std::string_view key = kv.first.IsScalar() ? tree_.copy(kv.first.Scalar()) : std::string_view();
           Node v;
@@ -529,12 +570,58 @@ class YamlConverter {
     return true;
   }
   const std::string& error() const { return error_; }
+  size_t error_line() const { return error_line_; }
 
  private:
+  bool fail(size_t line, std::string message) {
+    error_ = std::move(message);
+    error_line_ = line;
+    return false;
+  }
+  bool take() {
+    if (*left_ == 0) return false;
+    --*left_;
+    return true;
+  }
+  std::string budget_message() const {
+    return fmt::format(
+        "YAML expands to more than {} nodes (1,000,000 + one per input byte): aliases of aliases (a \"billion "
+        "laughs\" bomb?); kgpu stops here",
+        budget_);
+  }
+
   Tree& tree_;
   size_t offset_;
+  size_t* left_;
+  size_t budget_;
   std::string error_;
+  size_t error_line_ = 0;
 };
+
+// The first byte of `chunk` that YAML does not allow anywhere (C0 controls other than tab, LF and
+// CR; DEL), as a message naming it and its line, or "" when there is none. yaml-cpp reports such
+// bytes confusingly ("unknown escape character", "end of map not found") or not at all.
+std::string bad_yaml_byte(std::string_view chunk, size_t first_line, size_t* line) {
+  size_t at = first_line;
+  for (size_t i = 0; i < chunk.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(chunk[i]);
+    if (c == '\n') {
+      ++at;
+      continue;
+    }
+    if (c >= 0x20 && c != 0x7f) continue;
+    if (c == '\t' || c == '\r') continue;
+    *line = at;
+    const size_t line_start = chunk.rfind('\n', i == 0 ? 0 : i - 1);
+    const size_t column = line_start == std::string_view::npos || i == 0 ? i + 1 : i - line_start;
+    if (c == 0) return fmt::format("NUL byte (\\0) at line {}, column {}: not valid in YAML (a binary file?)", at, column);
+    return fmt::format(
+        "control byte 0x{:02x} at line {}, column {}: not valid in YAML (write it as \"\\x{:02x}\" in a "
+        "double-quoted string)",
+        c, at, column, c);
+  }
+  return {};
+}
 
 // [offset, line) of each "---"-started chunk; the first chunk starts at 0.
 std::vector<std::pair<size_t, size_t>> yaml_chunks(std::string_view text) {
@@ -559,8 +646,8 @@ std::vector<std::pair<size_t, size_t>> yaml_chunks(std::string_view text) {
 class DocumentSink {
  public:
   // `arrays`: a top-level sequence is a list of objects (JSON, e.g. jq's `[.items[]]`).
-  DocumentSink(std::shared_ptr<Tree> tree, LoadResult* out, bool arrays)
-      : tree_(std::move(tree)), out_(out), arrays_(arrays) {}
+  DocumentSink(std::shared_ptr<Tree> tree, LoadResult* out, bool arrays, const KindFilter& keep)
+      : tree_(std::move(tree)), out_(out), arrays_(arrays), keep_(keep) {}
 
   void error(size_t line, std::string message) {
     out_->errors.push_back(LoadError{std::string(tree_->source()), static_cast<int>(line), std::move(message)});
@@ -584,6 +671,10 @@ class DocumentSink {
     }
     const Node* items = node.find("items");
     if (top_level && items != nullptr && kind->text().ends_with("List") && (items->is_seq() || items->is_null())) {
+      // One allocation of the right size instead of doublings (each a moment with two copies).
+      auto& docs = out_->documents;
+      const size_t needed = docs.size() + items->size();
+      if (needed > docs.capacity()) docs.reserve(std::max(needed, 2 * docs.capacity()));
       for (const Node& item : items->items()) {
         if (!item.is_map()) {
           error(item.line(),
@@ -594,6 +685,7 @@ class DocumentSink {
       }
       return;
     }
+    if (keep_ && !keep_(kind->text())) return;
     // The root needs a stable address: the arrays it lives in are stable, but a top-level node is a copy.
     const Node* root = &node;
     if (top_level) root = TreeBuilder::store(*tree_, &node, 1);
@@ -613,24 +705,45 @@ class DocumentSink {
   std::shared_ptr<Tree> tree_;
   LoadResult* out_;
   bool arrays_;
+  const KindFilter& keep_;
 };
 
-void load_json(const std::shared_ptr<Tree>& tree, LoadResult* out) {
-  DocumentSink sink(tree, out, true);
-  JsonScanner scanner(*tree, tree->text());
+void load_json(const std::shared_ptr<Tree>& tree, LoadResult* out, const KindFilter& keep) {
+  DocumentSink sink(tree, out, true, keep);
+  JsonScanner scanner(*tree, tree->text(), keep);
   Node node;
   while (scanner.next(&node)) sink.add(node, true);
   if (!scanner.error().empty()) sink.error(scanner.line(), scanner.error());
 }
 
-void load_yaml(const std::shared_ptr<Tree>& tree, LoadResult* out) {
-  DocumentSink sink(tree, out, false);
+void load_yaml(const std::shared_ptr<Tree>& tree, LoadResult* out, const KindFilter& keep) {
+  DocumentSink sink(tree, out, false, keep);
   const std::string_view text = tree->text();
+  if (text.size() > kMaxYamlBytes) {
+    sink.error(1, fmt::format("YAML input of {:.1f} MiB is over kgpu's limit of {} MiB for YAML; convert it to JSON "
+                              "(kubectl get -o json, yq -o json), which has no such limit",
+                              static_cast<double>(text.size()) / (1 << 20), kMaxYamlBytes >> 20));
+    return;
+  }
+  const size_t budget = kMaxYamlNodes + text.size();
+  size_t nodes_left = budget;
   const auto chunks = yaml_chunks(text);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto [begin, line] = chunks[i];
     const size_t end = i + 1 < chunks.size() ? chunks[i + 1].first : text.size();
+    size_t bad_line = 0;
+    if (std::string message = bad_yaml_byte(text.substr(begin, end - begin), line, &bad_line); !message.empty()) {
+      sink.error(bad_line, std::move(message));
+      continue;
+    }
     const std::string chunk(text.substr(begin, end - begin));
+    // yaml-cpp's LoadAll never returns on some inputs (a stray top-level ','): scan first. Nodes
+    // and depth are bounded by the converter (its budget and kMaxDepth), with its messages.
+    constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
+    if (auto p = scan_yaml(chunk, {kNoLimit, kNoLimit, kNoLimit})) {
+      sink.error(line + static_cast<size_t>(p->line) - 1, "invalid YAML: " + p->message);
+      continue;
+    }
     std::vector<YAML::Node> docs;
     try {
       docs = YAML::LoadAll(chunk);
@@ -643,7 +756,7 @@ void load_yaml(const std::shared_ptr<Tree>& tree, LoadResult* out) {
       continue;
     }
     for (const YAML::Node& y : docs) {
-      YamlConverter converter(*tree, line - 1);
+      YamlConverter converter(*tree, line - 1, &nodes_left, budget);
       Node node;
       bool ok = false;
       try {
@@ -653,7 +766,8 @@ void load_yaml(const std::shared_ptr<Tree>& tree, LoadResult* out) {
         continue;
       }
       if (!ok) {
-        sink.error(line, converter.error());
+        sink.error(converter.error_line() > 0 ? converter.error_line() : line, converter.error());
+        if (nodes_left == 0) return;  // the budget is for the whole input
         continue;
       }
       sink.add(node, true);
@@ -767,10 +881,13 @@ ObjectMeta decode_meta(const Node* metadata, int key_line) {
   m.creation_timestamp = str("creationTimestamp");
   if (const Entry* e = metadata->find_entry("name")) m.name_line = e->key_line();
   const auto string_map = [](const Node* n, StringMap* out) {
-    if (n == nullptr) return;
+    if (n == nullptr || n->size() == 0) return;
+    std::vector<StringMap::value_type> kv;
+    kv.reserve(n->size());
     for (const Entry& e : n->entries()) {
-      if (e.value().is_scalar()) (*out)[e.key()] = e.value().text();
+      if (e.value().is_scalar()) kv.emplace_back(e.key(), e.value().text());
     }
+    out->assign_last_wins(std::move(kv));
   };
   if (const Entry* e = metadata->find_entry("labels")) {
     m.labels_line = e->key_line();
@@ -778,6 +895,7 @@ ObjectMeta decode_meta(const Node* metadata, int key_line) {
   }
   string_map(metadata->find("annotations"), &m.annotations);
   if (const Node* refs = metadata->find("ownerReferences")) {
+    m.owner_references.reserve(refs->items().size());
     for (const Node& r : refs->items()) {
       OwnerReference o;
       o.line = r.line();
@@ -819,22 +937,27 @@ std::string LoadError::to_string() const {
 }
 
 void LoadResult::append(LoadResult&& other) {
-  documents.insert(documents.end(), std::make_move_iterator(other.documents.begin()),
-                   std::make_move_iterator(other.documents.end()));
+  // Moving the vector, not its elements: a multi-million-object snapshot must not exist twice.
+  if (documents.empty()) {
+    documents = std::move(other.documents);
+  } else {
+    documents.insert(documents.end(), std::make_move_iterator(other.documents.begin()),
+                     std::make_move_iterator(other.documents.end()));
+  }
   errors.insert(errors.end(), std::make_move_iterator(other.errors.begin()),
                 std::make_move_iterator(other.errors.end()));
 }
 
 namespace {
 
-LoadResult load_tree(const std::shared_ptr<Tree>& tree, InputFormat format) {
+LoadResult load_tree(const std::shared_ptr<Tree>& tree, InputFormat format, const KindFilter& keep) {
   const bool json =
       format == InputFormat::kJson || (format == InputFormat::kAuto && looks_like_json(tree->source(), tree->text()));
   LoadResult out;
   if (json) {
-    load_json(tree, &out);
+    load_json(tree, &out, keep);
   } else {
-    load_yaml(tree, &out);
+    load_yaml(tree, &out, keep);
   }
   return out;
 }
@@ -844,11 +967,11 @@ constexpr off_t kMapThreshold = 16 << 20;
 
 }  // namespace
 
-LoadResult load_text(std::string text, std::string source_name, InputFormat format) {
-  return load_tree(std::make_shared<Tree>(std::move(text), std::move(source_name)), format);
+LoadResult load_text(std::string text, std::string source_name, InputFormat format, const KindFilter& keep) {
+  return load_tree(std::make_shared<Tree>(std::move(text), std::move(source_name)), format, keep);
 }
 
-Result<LoadResult> load_file(const std::filesystem::path& path, InputFormat format) {
+Result<LoadResult> load_file(const std::filesystem::path& path, InputFormat format, const KindFilter& keep) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -861,7 +984,7 @@ Result<LoadResult> load_file(const std::filesystem::path& path, InputFormat form
     ::close(fd);
     if (m == MAP_FAILED) return fail(ErrorCode::kUnavailable, "cannot map {}: {}", path.string(), std::strerror(errno));
     ::madvise(m, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
-    return load_tree(std::make_shared<Tree>(m, static_cast<size_t>(st.st_size), path.string()), format);
+    return load_tree(std::make_shared<Tree>(m, static_cast<size_t>(st.st_size), path.string()), format, keep);
   }
   std::string text;
   char buffer[1 << 16];
@@ -877,19 +1000,19 @@ Result<LoadResult> load_file(const std::filesystem::path& path, InputFormat form
     text.append(buffer, static_cast<size_t>(n));
   }
   ::close(fd);
-  return load_text(std::move(text), path.string(), format);
+  return load_text(std::move(text), path.string(), format, keep);
 }
 
-LoadResult load_stream(std::istream& in, std::string source_name) {
+LoadResult load_stream(std::istream& in, std::string source_name, const KindFilter& keep) {
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return load_text(std::move(text), std::move(source_name), InputFormat::kAuto);
+  return load_text(std::move(text), std::move(source_name), InputFormat::kAuto, keep);
 }
 
-Result<LoadResult> load_paths(const std::vector<std::string>& paths) {
+Result<LoadResult> load_paths(const std::vector<std::string>& paths, const KindFilter& keep) {
   LoadResult out;
   for (const std::string& p : paths) {
     if (p == "-") {
-      out.append(load_stream(std::cin));
+      out.append(load_stream(std::cin, "<stdin>", keep));
       continue;
     }
     std::error_code ec;
@@ -904,14 +1027,14 @@ Result<LoadResult> load_paths(const std::vector<std::string>& paths) {
       if (ec) return fail(ErrorCode::kPermissionDenied, "cannot list {}: {}", p, ec.message());
       std::sort(files.begin(), files.end());
       for (const auto& f : files) {
-        auto r = load_file(f);
+        auto r = load_file(f, InputFormat::kAuto, keep);
         if (!r) return std::unexpected(r.error());
         out.append(std::move(*r));
       }
       continue;
     }
     if (!std::filesystem::exists(path, ec)) return fail(ErrorCode::kNotFound, "{}: no such file or directory", p);
-    auto r = load_file(path);
+    auto r = load_file(path, InputFormat::kAuto, keep);
     if (!r) return std::unexpected(r.error());
     out.append(std::move(*r));
   }

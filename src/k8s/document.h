@@ -18,18 +18,34 @@
 // Errors: bad YAML/JSON, a document that is not a mapping, and an object without `kind` are
 // reported as LoadErrors (source, line, message); decoding continues with the next document. A
 // JSON syntax error ends its stream (objects before it are kept). Loading never throws.
+//
+// Limits (hostile or corrupt input fails fast, in bounded memory, as a LoadError with a line):
+//   - nesting: 256 levels (YAML and JSON);
+//   - YAML input (one file or stdin): 64 MiB; larger YAML is refused whole (JSON has no size limit;
+//     a JSON string may not exceed 4 GiB);
+//   - YAML nodes produced per input: 1,000,000 + one per input byte, counting every scalar,
+//     mapping, sequence and key after alias expansion. No manifest written without aliases comes
+//     near it; an alias bomb ("billion laughs") stops there, at the line being expanded, and the
+//     rest of that input is not decoded;
+//   - bytes YAML does not allow (C0 controls other than tab, LF, CR; DEL), NUL included: the
+//     document holding one is skipped with an error naming the byte, line and column.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <istream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -104,8 +120,96 @@ class Entry {
 // The storage behind a load: the input text, decoded strings and node arrays. Opaque.
 class Tree;
 
+// A map with string_view keys kept as one vector sorted by key: the part of std::map's interface
+// the views use (sorted iteration over pairs, find/at/contains/count, operator[], try_emplace,
+// ==), in one allocation of the exact size (32 bytes a label instead of a 64-byte tree node, 24
+// bytes when empty instead of 48). Inserting one key is linear: decoders build with
+// assign_last_wins(). Keys (and string values) are borrowed, as everywhere in the views. Not
+// thread-safe to mutate; const reads are. Iterators are invalidated by any insertion; do not change
+// the key of an element through a mutable iterator.
+template <typename V>
+class FlatMap {
+ public:
+  using key_type = std::string_view;
+  using mapped_type = V;
+  using value_type = std::pair<std::string_view, V>;
+  using iterator = typename std::vector<value_type>::iterator;
+  using const_iterator = typename std::vector<value_type>::const_iterator;
+
+  FlatMap() = default;
+  // std::map semantics: of duplicate keys the first is kept.
+  FlatMap(std::initializer_list<value_type> init) {
+    for (const value_type& kv : init) try_emplace(kv.first, kv.second);
+  }
+
+  // Replaces the contents with `entries` in any order; of duplicate keys the last is kept (what
+  // `m[key] = value` for each entry in order gives). O(n log n).
+  void assign_last_wins(std::vector<value_type> entries) {
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const value_type& a, const value_type& b) { return a.first < b.first; });
+    size_t out = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (i + 1 < entries.size() && entries[i + 1].first == entries[i].first) continue;  // a later one wins
+      if (out != i) entries[out] = std::move(entries[i]);
+      ++out;
+    }
+    entries.resize(out);
+    if (entries.capacity() > out) entries.shrink_to_fit();
+    items_ = std::move(entries);
+  }
+
+  const_iterator begin() const { return items_.begin(); }
+  const_iterator end() const { return items_.end(); }
+  iterator begin() { return items_.begin(); }
+  iterator end() { return items_.end(); }
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+
+  const_iterator find(std::string_view key) const {
+    auto it = lower_bound(key);
+    return it != items_.end() && it->first == key ? const_iterator(it) : items_.end();
+  }
+  iterator find(std::string_view key) {
+    auto it = lower_bound(key);
+    return it != items_.end() && it->first == key ? it : items_.end();
+  }
+  bool contains(std::string_view key) const { return find(key) != end(); }
+  size_t count(std::string_view key) const { return contains(key) ? 1 : 0; }
+  // Throws std::out_of_range when absent, as std::map::at does.
+  const V& at(std::string_view key) const {
+    auto it = find(key);
+    if (it == end()) throw std::out_of_range("FlatMap::at: no such key");
+    return it->second;
+  }
+  V& operator[](std::string_view key) { return try_emplace(key).first->second; }
+  template <typename... Args>
+  std::pair<iterator, bool> try_emplace(std::string_view key, Args&&... args) {
+    auto it = lower_bound(key);
+    if (it != items_.end() && it->first == key) return {it, false};
+    return {items_.emplace(it, std::piecewise_construct, std::forward_as_tuple(key),
+                           std::forward_as_tuple(std::forward<Args>(args)...)),
+            true};
+  }
+  std::pair<iterator, bool> emplace(std::string_view key, V value) { return try_emplace(key, std::move(value)); }
+  void reserve(size_t n) { items_.reserve(n); }
+
+  friend bool operator==(const FlatMap& a, const FlatMap& b) { return a.items_ == b.items_; }
+
+ private:
+  typename std::vector<value_type>::const_iterator lower_bound(std::string_view key) const {
+    return std::lower_bound(items_.begin(), items_.end(), key,
+                            [](const value_type& kv, std::string_view k) { return kv.first < k; });
+  }
+  iterator lower_bound(std::string_view key) {
+    return std::lower_bound(items_.begin(), items_.end(), key,
+                            [](const value_type& kv, std::string_view k) { return kv.first < k; });
+  }
+
+  std::vector<value_type> items_;
+};
+
 // Labels and annotations, borrowed from the tree (or from literals in tests).
-using StringMap = std::map<std::string_view, std::string_view, std::less<>>;
+using StringMap = FlatMap<std::string_view>;
 
 struct OwnerReference {
   std::string_view api_version;
@@ -167,22 +271,30 @@ struct LoadResult {
 
 enum class InputFormat { kAuto, kYaml, kJson };
 
+// The kinds a caller wants (true to keep); empty keeps all. A document of another kind yields no
+// Document (and no error); an item of a JSON List (or of a top-level JSON array) of another kind is
+// dropped as soon as it is read, so its tree takes no memory either. The filter applies to the
+// elements of a top-level JSON object's `items` whatever that object's kind.
+using KindFilter = std::function<bool(std::string_view kind)>;
+
 // Decodes `text` (moved into the tree: JSON strings are views into it). kAuto picks JSON for a
 // ".json" source name, YAML for ".yaml"/".yml" (yaml-cpp reads JSON too, slowly), and otherwise
 // JSON when the text starts with '{' or '[' (stdin), YAML when not.
-LoadResult load_text(std::string text, std::string source_name, InputFormat format = InputFormat::kAuto);
+LoadResult load_text(std::string text, std::string source_name, InputFormat format = InputFormat::kAuto,
+                     const KindFilter& keep = {});
 
 // Reads and decodes a file. Fails (kNotFound / kPermissionDenied) only when it cannot be read.
 // Files of 16 MiB or more are mapped read-only instead of copied: such a file must not be
 // truncated while Documents from it live.
-Result<LoadResult> load_file(const std::filesystem::path& path, InputFormat format = InputFormat::kAuto);
+Result<LoadResult> load_file(const std::filesystem::path& path, InputFormat format = InputFormat::kAuto,
+                             const KindFilter& keep = {});
 
 // Reads a whole stream (stdin) as source "<stdin>".
-LoadResult load_stream(std::istream& in, std::string source_name = "<stdin>");
+LoadResult load_stream(std::istream& in, std::string source_name = "<stdin>", const KindFilter& keep = {});
 
 // Files and directories (recursively, *.yaml, *.yml and *.json, in sorted order); "-" is stdin.
 // Fails when a named path does not exist or a file cannot be read; a directory without manifests
 // yields nothing.
-Result<LoadResult> load_paths(const std::vector<std::string>& paths);
+Result<LoadResult> load_paths(const std::vector<std::string>& paths, const KindFilter& keep = {});
 
 }  // namespace kgpu::k8s

@@ -13,7 +13,9 @@ class Decoder {
  public:
   explicit Decoder(std::vector<Issue>* issues) : issues_(issues) {}
 
-  void issue(int line, std::string message) { issues_->push_back(Issue{line, std::move(message)}); }
+  void issue(int line, std::string message, bool invalid_quantity = false) {
+    issues_->push_back(Issue{line, std::move(message), invalid_quantity});
+  }
 
   // The entry for `key` with a non-null value, or nullptr.
   static const Entry* entry(const Node* map, std::string_view key) {
@@ -103,12 +105,12 @@ class Decoder {
     const Node& v = e.value();
     if (v.is_null()) return {};
     if (v.type() != NodeType::kString && v.type() != NodeType::kNumber) {
-      type_issue(&e, path, e.key(), "a quantity");
+      type_issue(&e, path, e.key(), "a quantity", true);
       return {};
     }
     auto q = Quantity::parse(trim(v.text(), " \t\r\n"));
     if (!q) {
-      issue(e.key_line(), fmt::format("{}.{}: {}", path, e.key(), q.error().message));
+      issue(e.key_line(), fmt::format("{}.{}: {}", path, e.key(), q.error().message), true);
       return {};
     }
     return Field<Quantity>{*q, e.key_line()};
@@ -119,9 +121,12 @@ class Decoder {
     const Node* m = map(parent, key, path);
     if (m == nullptr) return out;
     const std::string sub = fmt::format("{}.{}", path, key);
+    std::vector<QuantityMap::value_type> kv;
+    kv.reserve(m->size());
     for (const Entry& e : m->entries()) {
-      if (auto q = quantity(e, sub)) out[e.key()] = q;
+      if (auto q = quantity(e, sub)) kv.emplace_back(e.key(), q);
     }
+    out.assign_last_wins(std::move(kv));
     return out;
   }
 
@@ -134,15 +139,20 @@ class Decoder {
       type_issue(e, path, key, "a mapping");
       return out;
     }
-    for (const Entry& kv : e->value().entries()) {
-      if (kv.value().is_scalar()) out[kv.key()] = kv.value().text();
+    std::vector<StringMap::value_type> kv;
+    kv.reserve(e->value().size());
+    for (const Entry& x : e->value().entries()) {
+      if (x.value().is_scalar()) kv.emplace_back(x.key(), x.value().text());
     }
+    out.assign_last_wins(std::move(kv));
     return out;
   }
 
   std::vector<Text> texts(const Node* parent, std::string_view key, std::string_view path) {
     std::vector<Text> out;
-    for (const Node& n : seq(parent, key, path)) {
+    const std::span<const Node> items = seq(parent, key, path);
+    out.reserve(items.size());
+    for (const Node& n : items) {
       if (n.is_scalar()) out.push_back(Text{n.text(), n.line()});
     }
     return out;
@@ -159,10 +169,12 @@ class Decoder {
   }
 
  private:
-  void type_issue(const Entry* e, std::string_view path, std::string_view key, std::string_view expected) {
+  void type_issue(const Entry* e, std::string_view path, std::string_view key, std::string_view expected,
+                  bool invalid_quantity = false) {
     issue(e->key_line(),
           fmt::format("{}.{}: expected {}, found a {}{}", path, key, expected, node_type_name(e->value().type()),
-                      e->value().is_scalar() ? fmt::format(" ('{}')", e->value().text()) : ""));
+                      e->value().is_scalar() ? fmt::format(" ('{}')", e->value().text()) : ""),
+          invalid_quantity);
   }
 
   std::vector<Issue>* issues_;
@@ -222,7 +234,9 @@ Container decode_container(Decoder& d, const Node& c, const std::string& path) {
   out.args = d.texts(&c, "args", path);
   out.restart_policy = d.text(&c, "restartPolicy", path);
   size_t i = 0;
-  for (const Node& e : d.seq(&c, "env", path)) {
+  const std::span<const Node> env = d.seq(&c, "env", path);
+  out.env.reserve(env.size());
+  for (const Node& e : env) {
     const std::string sub = fmt::format("{}.env[{}]", path, i++);
     EnvVar v;
     v.name = Decoder::str(&e, "name");
@@ -241,7 +255,9 @@ Container decode_container(Decoder& d, const Node& c, const std::string& path) {
       out.resources.claims.push_back(Text{Decoder::str(&claim, "name"), claim.line()});
     }
   }
-  for (const Node& m : d.seq(&c, "volumeMounts", path)) {
+  const std::span<const Node> mounts = d.seq(&c, "volumeMounts", path);
+  out.volume_mounts.reserve(mounts.size());
+  for (const Node& m : mounts) {
     VolumeMount v{Decoder::str(&m, "name"), Decoder::str(&m, "mountPath"), false, m.line()};
     if (const Node* ro = Decoder::child(&m, "readOnly")) v.read_only = ro->as_bool().value_or(false);
     out.volume_mounts.push_back(v);
@@ -284,7 +300,9 @@ Volume decode_volume(Decoder& d, const Node& v, const std::string& path) {
 
 std::vector<Condition> decode_conditions(Decoder& d, const Node* parent, std::string_view path) {
   std::vector<Condition> out;
-  for (const Node& c : d.seq(parent, "conditions", path)) {
+  const std::span<const Node> items = d.seq(parent, "conditions", path);
+  out.reserve(items.size());
+  for (const Node& c : items) {
     out.push_back(Condition{Decoder::str(&c, "type"), Decoder::str(&c, "status"), Decoder::str(&c, "reason"),
                             Decoder::str(&c, "message"), Decoder::str(&c, "lastTransitionTime"), c.line()});
   }
@@ -312,7 +330,9 @@ PodSpec decode_pod_spec(Decoder& d, const Node* parent, std::string_view path) {
     }
   }
   size_t i = 0;
-  for (const Node& t : d.seq(spec, "tolerations", p)) {
+  const std::span<const Node> tolerations = d.seq(spec, "tolerations", p);
+  s.tolerations.reserve(tolerations.size());
+  for (const Node& t : tolerations) {
     const std::string sub = fmt::format("{}.tolerations[{}]", p, i++);
     Toleration tol{Decoder::str(&t, "key"),
                    Decoder::str(&t, "operator"),
@@ -323,15 +343,21 @@ PodSpec decode_pod_spec(Decoder& d, const Node* parent, std::string_view path) {
     s.tolerations.push_back(tol);
   }
   i = 0;
-  for (const Node& c : d.seq(spec, "containers", p)) {
+  const std::span<const Node> containers = d.seq(spec, "containers", p);
+  s.containers.reserve(containers.size());
+  for (const Node& c : containers) {
     s.containers.push_back(decode_container(d, c, fmt::format("{}.containers[{}]", p, i++)));
   }
   i = 0;
-  for (const Node& c : d.seq(spec, "initContainers", p)) {
+  const std::span<const Node> init_containers = d.seq(spec, "initContainers", p);
+  s.init_containers.reserve(init_containers.size());
+  for (const Node& c : init_containers) {
     s.init_containers.push_back(decode_container(d, c, fmt::format("{}.initContainers[{}]", p, i++)));
   }
   i = 0;
-  for (const Node& v : d.seq(spec, "volumes", p))
+  const std::span<const Node> volumes = d.seq(spec, "volumes", p);
+  s.volumes.reserve(volumes.size());
+  for (const Node& v : volumes)
     s.volumes.push_back(decode_volume(d, v, fmt::format("{}.volumes[{}]", p, i++)));
   s.priority_class_name = d.text(spec, "priorityClassName", p);
   s.priority = d.integer(spec, "priority", p);
@@ -377,7 +403,9 @@ ContainerState decode_state(const Node* parent, std::string_view key) {
 std::vector<ContainerStatus> decode_statuses(Decoder& d, const Node* status, std::string_view key,
                                              std::string_view path) {
   std::vector<ContainerStatus> out;
-  for (const Node& c : d.seq(status, key, path)) {
+  const std::span<const Node> items = d.seq(status, key, path);
+  out.reserve(items.size());
+  for (const Node& c : items) {
     ContainerStatus s;
     s.name = Decoder::str(&c, "name");
     if (const Node* r = Decoder::child(&c, "ready")) s.ready = r->as_bool().value_or(false);
@@ -587,8 +615,13 @@ const Condition* find_condition(std::span<const Condition> conditions, std::stri
 // Requests
 
 QuantityMap effective_requests(const Container& container) {
-  QuantityMap out = container.resources.requests;
-  for (const auto& [name, q] : container.resources.limits) out.try_emplace(name, q);
+  // Limits, then requests, the last of a name winning: a request wins over the limit of its name.
+  std::vector<QuantityMap::value_type> kv;
+  kv.reserve(container.resources.requests.size() + container.resources.limits.size());
+  for (const auto& e : container.resources.limits) kv.push_back(e);
+  for (const auto& e : container.resources.requests) kv.push_back(e);
+  QuantityMap out;
+  out.assign_last_wins(std::move(kv));
   return out;
 }
 
@@ -804,9 +837,12 @@ std::optional<ConfigMap> as_config_map(const Document& doc) {
   if (!is_kind(doc, "ConfigMap")) return std::nullopt;
   ConfigMap c;
   if (const Node* data = Decoder::child(doc.root, "data")) {
+    std::vector<TextMap::value_type> kv;
+    kv.reserve(data->size());
     for (const Entry& e : data->entries()) {
-      if (e.value().is_scalar()) c.data[e.key()] = Text{e.value().text(), e.key_line()};
+      if (e.value().is_scalar()) kv.emplace_back(e.key(), Text{e.value().text(), e.key_line()});
     }
+    c.data.assign_last_wins(std::move(kv));
   }
   if (const Node* bin = Decoder::child(doc.root, "binaryData")) {
     for (const Entry& e : bin->entries()) c.binary_data_keys.push_back(e.key());
@@ -992,20 +1028,46 @@ std::optional<ResourceSlice> as_resource_slice(const Document& doc) {
       }
     }
     if (const Node* cap = Decoder::child(body, "capacity")) {
+      std::vector<QuantityMap::value_type> kv;
       for (const Entry& c : cap->entries()) {
         if (c.value().is_map()) {
           if (const Entry* v = Decoder::entry(&c.value(), "value")) {
             if (auto q = d.quantity(*v, fmt::format("{}.capacity.{}", path, c.key())))
-              out.capacity[c.key()] = Field<Quantity>{*q, c.key_line()};
+              kv.emplace_back(c.key(), Field<Quantity>{*q, c.key_line()});
           }
         } else if (auto q = d.quantity(c, path + ".capacity")) {
-          out.capacity[c.key()] = q;
+          kv.emplace_back(c.key(), q);
         }
       }
+      out.capacity.assign_last_wins(std::move(kv));
     }
     s.devices.push_back(std::move(out));
   }
   return s;
+}
+
+std::vector<Issue> quantity_issues(const Document& doc) {
+  std::vector<Issue> all;
+  if (auto v = as_pod(doc)) {
+    all = std::move(v->issues);
+  } else if (auto w = as_workload(doc)) {
+    all = std::move(w->issues);
+  } else if (auto j = as_job(doc)) {
+    all = std::move(j->issues);
+  } else if (auto c = as_cron_job(doc)) {
+    all = std::move(c->issues);
+  } else if (auto n = as_node(doc)) {
+    all = std::move(n->issues);
+  } else if (auto q = as_resource_quota(doc)) {
+    all = std::move(q->issues);
+  } else if (auto pvc = as_persistent_volume_claim(doc)) {
+    all = std::move(pvc->issues);
+  } else if (auto rs = as_resource_slice(doc)) {
+    all = std::move(rs->issues);
+  }
+  std::erase_if(all, [](const Issue& i) { return !i.invalid_quantity; });
+  std::stable_sort(all.begin(), all.end(), [](const Issue& a, const Issue& b) { return a.line < b.line; });
+  return all;
 }
 
 }  // namespace kgpu::k8s

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,12 +39,47 @@ struct Field {
 using Text = Field<std::string_view>;
 using Int = Field<int64_t>;
 using Bool = Field<bool>;
-using QuantityMap = std::map<std::string_view, Field<Quantity>, std::less<>>;
-using TextMap = std::map<std::string_view, Text, std::less<>>;
+// Sorted flat maps (document.h): one exact-size allocation, not a tree node per entry.
+using QuantityMap = FlatMap<Field<Quantity>>;
+using TextMap = FlatMap<Text>;
+
+// An optional sub-struct kept on the heap: 8 bytes when absent (std::optional would hold its full
+// size in every object), for parts most objects lack. Owns its value; copies are deep. The
+// std::optional interface the views use: explicit bool, *, ->, has_value, assignment of a value.
+template <typename T>
+class Boxed {
+ public:
+  Boxed() = default;
+  Boxed(const Boxed& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  Boxed(Boxed&&) noexcept = default;
+  Boxed& operator=(const Boxed& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  Boxed& operator=(Boxed&&) noexcept = default;
+  Boxed& operator=(T v) {
+    p_ = std::make_unique<T>(std::move(v));
+    return *this;
+  }
+
+  explicit operator bool() const { return p_ != nullptr; }
+  bool has_value() const { return p_ != nullptr; }
+  const T& operator*() const { return *p_; }
+  const T* operator->() const { return p_.get(); }
+  T& operator*() { return *p_; }
+  T* operator->() { return p_.get(); }
+  void reset() { p_.reset(); }
+
+ private:
+  std::unique_ptr<T> p_;
+};
 
 struct Issue {
   int line = 0;
   std::string message;  // names the field: "spec.containers[0].resources.limits.memory: invalid quantity '1GB' ..."
+  // A quantity field holding something the API server rejects (not a quantity, malformed, or out
+  // of the range Quantity keeps): the object as written cannot exist in a cluster.
+  bool invalid_quantity = false;
 };
 
 struct IntOrString {
@@ -170,9 +206,9 @@ struct Container {
   ResourceRequirements resources;
   std::vector<VolumeMount> volume_mounts;
   Bool privileged;  // securityContext.privileged
-  std::optional<Probe> startup_probe;
-  std::optional<Probe> readiness_probe;
-  std::optional<Probe> liveness_probe;
+  Boxed<Probe> startup_probe;
+  Boxed<Probe> readiness_probe;
+  Boxed<Probe> liveness_probe;
   Text restart_policy;  // init containers: "Always" = sidecar
   int line = 0;
   const Node* raw = nullptr;
@@ -593,5 +629,9 @@ struct ResourceSlice {
 };
 
 std::optional<ResourceSlice> as_resource_slice(const Document& doc);
+
+// The invalid_quantity issues of `doc`'s view (Pod, workloads, Job, CronJob, Node, ResourceQuota,
+// PersistentVolumeClaim, ResourceSlice; none for other kinds), in source order.
+std::vector<Issue> quantity_issues(const Document& doc);
 
 }  // namespace kgpu::k8s

@@ -97,6 +97,18 @@ std::optional<int64_t> parse_exponent(std::string_view s) {
   return negative ? -v : v;
 }
 
+// `text` for a message: at most 40 characters, the rest elided with its length.
+std::string shown(std::string_view text) {
+  if (text.size() <= 40) return std::string(text);
+  return fmt::format("{}... ({} characters)", text.substr(0, 32), text.size());
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return (x | 0x20) == (y | 0x20);
+         });
+}
+
 }  // namespace
 
 const char* quantity_format_name(QuantityFormat f) {
@@ -117,6 +129,11 @@ Result<Quantity> Quantity::parse(std::string_view text) {
   size_t pos = 0;
   bool negative = false;
   if (text[0] == '-' || text[0] == '+') negative = text[pos++] == '-';
+  for (std::string_view special : {"nan", ".nan", "inf", ".inf", "infinity"}) {
+    if (iequals(text.substr(pos), special)) {
+      return fail(ErrorCode::kInvalidArgument, "invalid quantity '{}': infinity and NaN are not quantities", text);
+    }
+  }
   const size_t int_begin = pos;
   while (pos < n && is_digit(text[pos])) ++pos;
   std::string_view int_digits = text.substr(int_begin, pos - int_begin);
@@ -132,11 +149,11 @@ Result<Quantity> Quantity::parse(std::string_view text) {
   if (pos < n && (text[pos] == '+' || text[pos] == '-')) ++pos;
   while (pos < n && is_digit(text[pos])) ++pos;
   if (pos != n) {
-    return fail(ErrorCode::kInvalidArgument, "invalid quantity '{}': unexpected '{}' at position {}", text, text[pos],
+    return fail(ErrorCode::kInvalidArgument, "invalid quantity '{}': unexpected '{}' at position {}", shown(text), text[pos],
                 pos + 1);
   }
   if (int_digits.empty() && frac_digits.empty()) {
-    return fail(ErrorCode::kInvalidArgument, "invalid quantity '{}': no digits before the suffix", text);
+    return fail(ErrorCode::kInvalidArgument, "invalid quantity '{}': no digits before the suffix", shown(text));
   }
   const std::string_view suffix = text.substr(suffix_begin);
 
@@ -151,13 +168,13 @@ Result<Quantity> Quantity::parse(std::string_view text) {
     format = base == 2 ? QuantityFormat::kBinarySI : QuantityFormat::kDecimalSI;
   } else if (suffix.size() > 1 && (suffix[0] == 'e' || suffix[0] == 'E')) {
     const auto e = parse_exponent(suffix.substr(1));
-    if (!e) return fail(ErrorCode::kInvalidArgument, "invalid quantity '{}': bad exponent '{}'", text, suffix);
+    if (!e) return fail(ErrorCode::kInvalidArgument, "invalid quantity '{}': bad exponent '{}'", shown(text), shown(suffix));
     exponent = *e;
     format = QuantityFormat::kDecimalExponent;
   } else {
     return fail(ErrorCode::kInvalidArgument,
                 "invalid quantity '{}': unknown suffix '{}' (expected Ki Mi Gi Ti Pi Ei, n u m k M G T P E or e<n>)",
-                text, suffix);
+                shown(text), shown(suffix));
   }
 
   // value = D * 10^e10 nano-units * 2^binary, with D the digits without leading or trailing zeros.
@@ -179,7 +196,7 @@ Result<Quantity> Quantity::parse(std::string_view text) {
 
   const __int128 binary_cap = static_cast<__int128>(std::numeric_limits<int64_t>::max()) * kNanosPerUnit;
   const auto out_of_range = [&] {
-    return fail(ErrorCode::kInvalidArgument, "quantity '{}' is out of range (at most about 1.7e29)", text);
+    return fail(ErrorCode::kInvalidArgument, "quantity '{}' is out of range (kgpu keeps magnitudes below 1e29)", shown(text));
   };
   __int128 nanos = 0;
   bool overflow = false;
@@ -197,14 +214,15 @@ Result<Quantity> Quantity::parse(std::string_view text) {
       overflow = true;
     } else {
       nanos = (keep > 0 ? digits_value(std::string_view(digits).substr(0, keep)) : 0) + 1;
+      overflow = nanos >= pow10(kMaxDigits);  // rounding up may reach 10^38 (its text would not parse)
     }
   } else {
     if (static_cast<int>(digits.size()) > kMaxDigits || -e10 > kMaxDigits) {
-      return fail(ErrorCode::kInvalidArgument, "quantity '{}' has more digits than kgpu keeps ({})", text, kMaxDigits);
+      return fail(ErrorCode::kInvalidArgument, "quantity '{}' has more digits than kgpu keeps ({})", shown(text), kMaxDigits);
     }
     __int128 scaled = 0;
     if (!checked_mul(digits_value(digits), static_cast<__int128>(1) << binary, &scaled)) {
-      return fail(ErrorCode::kInvalidArgument, "quantity '{}' has more digits than kgpu keeps ({})", text, kMaxDigits);
+      return fail(ErrorCode::kInvalidArgument, "quantity '{}' has more digits than kgpu keeps ({})", shown(text), kMaxDigits);
     }
     nanos = div_away_from_zero(scaled, pow10(static_cast<int>(-e10)));
   }

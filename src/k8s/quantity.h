@@ -10,8 +10,8 @@
 // value finer than a nano-unit is rounded away from zero to the next nano-unit ("0.1n" -> 1n),
 // and a binary-suffixed value above 2^63-1 is capped at 2^63-1. Deviations, all on inputs no
 // apiserver-stored object contains: digit-less strings ("Gi", "m", ".", "-") are rejected here
-// (Kubernetes reads them as 0); magnitudes above ~1.7e29 are rejected as out of range (Kubernetes
-// keeps arbitrary-precision decimals).
+// (Kubernetes reads them as 0); decimal magnitudes of 1e29 and above are rejected as out of range
+// (Kubernetes keeps arbitrary-precision decimals).
 //
 // Thread-safety: a Quantity is an immutable value type.
 #pragma once

@@ -11,8 +11,8 @@
 // Disabling: Options::disabled (ids or names), or the annotation `kgpu.io/lint-disable: "GPU004,
 // single-gpu-rolling-update"` (or "all") on the object's top-level metadata.
 //
-// Exit status (exit_code()): 2 when any input could not be read or decoded (findings of the good
-// documents are still reported), else 1 when there is an error or warning finding, else 0
+// Exit status (exit_code()): 2 when any input could not be read or decoded, or holds a value the
+// API server rejects (input_errors(); findings of the good documents are still reported), else 1 when there is an error or warning finding, else 0
 // (info findings alone do not fail a CI step).
 //
 // Ownership: Findings own their strings (they outlive the Documents). Threads: lint() and the
@@ -75,6 +75,11 @@ Result<Options> make_options(const std::vector<std::string>& disabled);
 
 // Lints `docs`. Findings sorted by file, line, rule id (then message).
 std::vector<Finding> lint(std::span<const k8s::Document> docs, const Options& options = {});
+
+// Fields of `docs` the API server would reject outright (quantities that are not quantities, NaN,
+// Inf, or beyond the range Quantity keeps), as input errors at the field's key line: "<Kind
+// ns/name>: <path>: <what is wrong>". They are not rules: no option or annotation disables them.
+std::vector<k8s::LoadError> input_errors(std::span<const k8s::Document> docs);
 
 struct Report {
   std::vector<Finding> findings;

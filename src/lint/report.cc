@@ -1,6 +1,8 @@
 // Loading for lint, and the text, JSON and SARIF 2.1.0 writers.
 #include <fmt/format.h>
 
+#include <iterator>
+
 #include "lint/lint.h"
 
 namespace kgpu::lint {
@@ -56,6 +58,9 @@ Report lint_paths(const std::vector<std::string>& paths, const Options& options)
   }
   report.findings = lint(loaded.documents, options);
   report.errors.insert(report.errors.end(), loaded.errors.begin(), loaded.errors.end());
+  auto invalid = input_errors(loaded.documents);
+  report.errors.insert(report.errors.end(), std::make_move_iterator(invalid.begin()),
+                       std::make_move_iterator(invalid.end()));
   return report;
 }
 

@@ -953,6 +953,20 @@ Result<Options> make_options(const std::vector<std::string>& disabled) {
   return o;
 }
 
+std::vector<k8s::LoadError> input_errors(std::span<const k8s::Document> docs) {
+  std::vector<k8s::LoadError> out;
+  for (const k8s::Document& doc : docs) {
+    for (k8s::Issue& issue : k8s::quantity_issues(doc)) {
+      const std::string object = doc.metadata.namespace_.empty()
+                                     ? fmt::format("{} {}", doc.kind, doc.metadata.name)
+                                     : fmt::format("{} {}/{}", doc.kind, doc.metadata.namespace_, doc.metadata.name);
+      out.push_back(k8s::LoadError{std::string(doc.source), issue.line > 0 ? issue.line : doc.line,
+                                   fmt::format("{}: {}", object, issue.message)});
+    }
+  }
+  return out;
+}
+
 std::vector<Finding> lint(std::span<const k8s::Document> docs, const Options& options) {
   std::set<std::string_view> disabled;
   for (const std::string& d : options.disabled) {

@@ -150,7 +150,7 @@ void Sampler::sample_now() {
       if (it == gpus_.end()) continue;
       ds.id = it->second;
       f.gpu_identity[t.gpu_index] = it->second;
-      f.gpu_up[t.gpu_index] = !t.lost && !(t.errors.size() > 0 && !t.gpu_temp_c && !t.power_w && !t.fb_used_mib);
+      f.gpu_up[t.gpu_index] = gpu::answers(t);
       if (auto h = gpu_holders.find(t.gpu_index); h != gpu_holders.end() && !gpu_replicated[t.gpu_index]) {
         ds.owner = exclusive(h->second);
       }
@@ -228,9 +228,25 @@ void Sampler::sample_now() {
   f.stats.last_sample_unix = unix_now();
   f.stats.nvml_errors = nvml_errors_;
   auto page = std::make_shared<const std::string>(render(opt_.counters, f));
+  std::vector<std::string> problems;
+  for (const auto& e : node_errors) {
+    problems.push_back(fmt::format("NVML cannot list the GPUs: {} returned {}", e.call,
+                                   nvml::return_name(static_cast<nvml::Return>(e.code))));
+  }
+  for (const auto& [index, up] : f.gpu_up) {
+    if (up) continue;
+    const auto& id = f.gpu_identity[index];
+    problems.push_back(fmt::format("GPU {} ({}) does not answer NVML", index, id.uuid.empty() ? "uuid unknown" : id.uuid));
+  }
   std::lock_guard lock(mu_);
   page_ = std::move(page);
-  if (node_errors.empty()) last_sample_ = t1;  // /health turns 503 while NVML cannot count the GPUs
+  last_sample_ = t1;
+  problems_ = std::move(problems);
+}
+
+std::vector<std::string> Sampler::problems() const {
+  std::lock_guard lock(mu_);
+  return problems_;
 }
 
 void Sampler::poll_pod_resources_now() {

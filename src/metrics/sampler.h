@@ -54,8 +54,14 @@ class Sampler {
 
   // The latest rendered page (never null after start() or sample_now()).
   std::shared_ptr<const std::string> page() const;
-  // True when a sample was taken within the last three intervals.
+  // Liveness: a sample was completed within the last three intervals (plus a second), whatever
+  // NVML answered. False means the sampling thread is stuck.
   bool healthy() const;
+  // Readiness, from the latest sample: why NVML's view of the node is not whole ("NVML cannot list
+  // the GPUs: ...", "GPU 3 (GPU-...) does not answer NVML"); empty when every GPU answers. A GPU
+  // answers when gpu::answers() holds for its telemetry: the same rule the device plugin's health
+  // probe applies (docs/metrics.md, "Up and healthy").
+  std::vector<std::string> problems() const;
 
   // One sample now, on the caller's thread (tests; start() uses it too).
   void sample_now();
@@ -107,6 +113,7 @@ class Sampler {
   uint64_t pod_resources_errors_ = 0;
   std::shared_ptr<const std::string> page_;
   std::chrono::steady_clock::time_point last_sample_{};
+  std::vector<std::string> problems_;
 
   std::unique_ptr<gpu::EventWatcher> events_;
   std::mutex stop_mu_;

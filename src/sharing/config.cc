@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/files.h"
+#include "common/yaml_guard.h"
 #include "common/strings.h"
 
 namespace kgpu::sharing {
@@ -184,6 +185,8 @@ Result<std::vector<ListStrategy>> list_strategies_from(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
 // NVIDIA's rule: a bare name gets the nvidia.com/ prefix; the name part is a DNS-1123 label-like
 // string ([a-z0-9] at both ends, [-a-z0-9.] inside) of at most 63 characters.
 Result<std::string> resource_name(const std::string& raw) {
@@ -206,6 +209,8 @@ Result<std::string> resource_name(const std::string& raw) {
   return name;
 }
 
+namespace {
+
 Result<DeviceSelector> parse_selector(const Reader& r, const YAML::Node& n, const std::string& path) {
   DeviceSelector sel;
   if (n.IsScalar()) {
@@ -220,6 +225,7 @@ Result<DeviceSelector> parse_selector(const Reader& r, const YAML::Node& n, cons
   if (!n.IsSequence() || n.size() == 0) {
     return r.error(n, path, "expected 'all', a count or a non-empty list of GPU indices, MIG devices or UUIDs");
   }
+  if (n.size() > kMaxListEntries) return r.error(n, path, "{} entries, at most {}", n.size(), kMaxListEntries);
   sel.all = false;
   std::set<std::string> seen;
   for (size_t i = 0; i < n.size(); ++i) {
@@ -261,6 +267,9 @@ Result<Sharing> parse_sharing(const Reader& r, const YAML::Node& n, const std::s
   const auto res = n["resources"];
   if (!res || res.IsNull()) return r.error(n, path + ".resources", "at least one resource is required");
   if (!res.IsSequence()) return r.error(res, path + ".resources", "expected a list");
+  if (res.size() > kMaxSharedResources) {
+    return r.error(res, path + ".resources", "{} entries, at most {}", res.size(), kMaxSharedResources);
+  }
   for (size_t i = 0; i < res.size(); ++i) {
     const auto e = res[i];
     const std::string p = fmt::format("{}.resources[{}]", path, i);
@@ -278,6 +287,11 @@ Result<Sharing> parse_sharing(const Reader& r, const YAML::Node& n, const std::s
     auto reps = r.integer(e["replicas"], p + ".replicas");
     if (!reps) return std::unexpected(reps.error());
     if (*reps < 2) return r.error(e["replicas"], p + ".replicas", "must be at least 2, got {}", *reps);
+    const long long most = kind == SharingKind::kMps ? kMaxMpsReplicas : kMaxReplicas;
+    if (*reps > most) {
+      return r.error(e["replicas"], p + ".replicas", "at most {}{}, got {}", most,
+                     kind == SharingKind::kMps ? " with MPS (each replica gets 100/replicas % of the SMs)" : "", *reps);
+    }
     rr.replicas = *reps;
     if (auto v = e["rename"]) {
       auto s2 = r.scalar(v, p + ".rename");
@@ -303,6 +317,7 @@ Result<std::vector<NamedResource>> parse_named(const Reader& r, const YAML::Node
                                                std::vector<std::string>& warnings) {
   std::vector<NamedResource> out;
   if (!n.IsSequence()) return r.error(n, path, "expected a list of {{pattern, name}}");
+  if (n.size() > kMaxListEntries) return r.error(n, path, "{} entries, at most {}", n.size(), kMaxListEntries);
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string p = fmt::format("{}[{}]", path, i);
     if (!n[i].IsMap()) return r.error(n[i], p, "expected a mapping with pattern and name");
@@ -418,6 +433,9 @@ Result<Config> parse_config(const std::string& text, const std::string& source) 
   Config c;
   c.source = source;
   const Reader r(source);
+  if (auto ok = check_yaml(text, source, {kMaxConfigBytes, kMaxConfigNodes, kMaxConfigDepth}); !ok) {
+    return std::unexpected(ok.error());
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -467,6 +485,11 @@ Result<Config> parse_config(const std::string& text, const std::string& source) 
       if (!s) return std::unexpected(s.error());
       c.sharing = std::move(*s);
     }
+  }
+  if (c.warnings.size() > kMaxWarnings) {
+    const size_t more = c.warnings.size() - kMaxWarnings;
+    c.warnings.resize(kMaxWarnings);
+    c.warnings.push_back(fmt::format("{}: {} more warnings like these, not listed", source, more));
   }
   return c;
 }
@@ -534,8 +557,8 @@ Result<Config> load_config(const std::string& path, const Overrides& overrides) 
   Config c;
   c.source = "defaults";
   if (!path.empty()) {
-    const auto text = read_file(path);
-    if (!text) return fail(ErrorCode::kNotFound, "cannot read config file {}", path);
+    const auto text = read_file_limited(path, kMaxConfigBytes);
+    if (!text) return std::unexpected(text.error().wrap("config file"));
     auto parsed = parse_config(*text, path);
     if (!parsed) return parsed;
     c = std::move(*parsed);

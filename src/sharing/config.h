@@ -20,6 +20,19 @@
 
 namespace kgpu::sharing {
 
+// Limits no real cluster reaches (docs/device-plugin.md, "Limits"), checked before anything is
+// allocated for what they bound; crossing one is an error naming the file, line and field, and on
+// a hot reload the last good config keeps serving.
+inline constexpr size_t kMaxConfigBytes = 1 << 20;       // a ConfigMap holds at most 1 MiB of data
+inline constexpr size_t kMaxConfigNodes = 20'000;        // YAML nodes, aliases expanded
+inline constexpr size_t kMaxConfigDepth = 32;            // YAML nesting
+inline constexpr long long kMaxReplicas = 1024;          // replicas of one GPU
+inline constexpr long long kMaxMpsReplicas = 100;        // MPS: 100/replicas % of the SMs, at least 1
+inline constexpr size_t kMaxSharedResources = 64;        // entries of one sharing section
+inline constexpr size_t kMaxListEntries = 1024;          // a devices list, resources.gpus/mig
+inline constexpr size_t kMaxAdvertisedDevices = 16'384;  // device IDs over all resources of a node
+inline constexpr size_t kMaxWarnings = 20;               // warnings listed; the rest are counted
+
 enum class MigStrategy { kNone, kSingle, kMixed };
 enum class ListStrategy { kEnvvar, kVolumeMounts, kCdiAnnotations, kCdiCri };
 enum class IdStrategy { kUuid, kIndex };

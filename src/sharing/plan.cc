@@ -164,6 +164,7 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
   std::map<std::string, std::vector<PlannedDevice>> remaining = base;
   const Sharing& sh = config.sharing;
   std::map<std::string, std::vector<MpsLimit>> mps;
+  size_t advertised = 0;  // replicated device IDs so far
   for (const auto& rr : sh.resources) {
     const std::string where = fmt::format("{}:{}", config.source, rr.line);
     auto it = base.find(rr.name);
@@ -183,6 +184,15 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
         plan.warnings.push_back(fmt::format("{}: {}: devices entry '{}' matches no device on this node", where,
                                             rr.name, id));
       }
+    }
+    size_t chosen = 0;
+    for (size_t pos = 0; pos < it->second.size(); ++pos) chosen += selected(rr.devices, it->second[pos], pos) ? 1 : 0;
+    advertised += chosen * static_cast<size_t>(rr.replicas);
+    if (advertised > kMaxAdvertisedDevices) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "{}: {}: {} replicas of {} devices make more than {} device IDs on this node (the kubelet's "
+                  "ListAndWatch message would not fit): lower replicas",
+                  where, rr.name, rr.replicas, chosen, kMaxAdvertisedDevices);
     }
     const std::string target = !rr.rename.empty()   ? rr.rename
                                : sh.rename_by_default ? rr.name + ".shared"

@@ -4,7 +4,8 @@
 #include <charconv>
 #include <cstdint>
 #include <fstream>
-#include <sstream>
+#include <iterator>
+#include <string_view>
 
 #include "common/strings.h"
 
@@ -13,7 +14,15 @@ namespace kgpu::sim {
 namespace {
 
 // The trace's CSV: plain comma-separated cells, no quoting; cells are trimmed.
-std::vector<std::string> split(const std::string& line) {
+//
+// Limits (a hostile or corrupt file fails fast with file:line instead of exhausting memory): a line
+// of at most 1 MiB, at most 256 columns (openb files have 5 to 12 lines of < 200 bytes). Rows are
+// handed to the caller one at a time and not kept, so memory follows the decoded result, not the
+// text's cell count.
+constexpr size_t kMaxLineBytes = 1 << 20;
+constexpr size_t kMaxColumns = 256;
+
+std::vector<std::string> split(std::string_view line) {
   std::vector<std::string> out;
   std::string cur;
   for (char c : line) {
@@ -28,23 +37,42 @@ std::vector<std::string> split(const std::string& line) {
   return out;
 }
 
+// A cell for a message: at most 40 characters.
+std::string shown(std::string_view cell) {
+  if (cell.size() <= 40) return std::string(cell);
+  return fmt::format("{}... ({} characters)", cell.substr(0, 32), cell.size());
+}
+
 struct Table {
   std::vector<std::string> header;
-  std::vector<std::pair<int, std::vector<std::string>>> rows;  // (line number, cells)
 };
 
-Result<Table> read_table(const std::string& text, const std::string& source, const std::vector<std::string>& required) {
+// Reads the header, then calls `row(line number, cells)` for each data row; stops at the first error.
+template <typename RowFn>
+Result<Table> read_table(std::string_view text, const std::string& source, const std::vector<std::string>& required,
+                         RowFn&& row) {
   Table t;
-  std::istringstream in(text.starts_with("\xEF\xBB\xBF") ? text.substr(3) : text);  // a UTF-8 BOM
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 BOM
+  size_t number = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t nl = text.find('\n', pos);
+    const std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
     ++number;
     if (line.empty() || line == "\r") continue;
-    if (line.find('"') != std::string::npos) {
+    if (line.size() > kMaxLineBytes) {
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: line of {} bytes, over the limit of {} (not a trace CSV?)",
+                  source, number, line.size(), kMaxLineBytes);
+    }
+    if (line.find('"') != std::string_view::npos) {
       return fail(ErrorCode::kInvalidArgument, "{}:{}: quoted fields are not supported in trace CSVs", source, number);
     }
+    const size_t columns = static_cast<size_t>(std::count(line.begin(), line.end(), ',')) + 1;
     if (t.header.empty()) {
+      if (columns > kMaxColumns) {
+        return fail(ErrorCode::kInvalidArgument, "{}:{}: header of {} columns, over the limit of {}", source, number,
+                    columns, kMaxColumns);
+      }
       t.header = split(line);
       for (const auto& r : required) {
         if (std::find(t.header.begin(), t.header.end(), r) == t.header.end()) {
@@ -53,12 +81,13 @@ Result<Table> read_table(const std::string& text, const std::string& source, con
       }
       continue;
     }
-    auto cells = split(line);
-    if (cells.size() != t.header.size()) {
+    if (columns != t.header.size()) {
       return fail(ErrorCode::kInvalidArgument, "{}:{}: {} columns, the header has {} (truncated file?)", source, number,
-                  cells.size(), t.header.size());
+                  columns, t.header.size());
     }
-    t.rows.emplace_back(number, std::move(cells));
+    if (auto r = row(static_cast<int>(std::min<size_t>(number, INT32_MAX)), t, split(line)); !r) {
+      return std::unexpected(r.error());
+    }
   }
   if (t.header.empty()) return fail(ErrorCode::kInvalidArgument, "{}: empty file", source);
   return t;
@@ -79,7 +108,7 @@ class Row {
     int64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || p != s.data() + s.size()) {
-      return fail(ErrorCode::kInvalidArgument, "{}:{}: {} '{}' is not an integer", source_, line_, col, s);
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: {} '{}' is not an integer", source_, line_, col, shown(s));
     }
     if (v < lo || v > hi) {
       return fail(ErrorCode::kInvalidArgument, "{}:{}: {} {} is outside {}..{}", source_, line_, col, v, lo, hi);
@@ -95,11 +124,9 @@ class Row {
 };
 
 Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return fail(ErrorCode::kNotFound, "cannot read {}", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 #define KGPU_TRY(var, expr)                              \
@@ -110,11 +137,10 @@ Result<std::string> read_file(const std::string& path) {
 }  // namespace
 
 Result<std::vector<sched::Node>> parse_nodes(const std::string& text, const std::string& source) {
-  auto t = read_table(text, source, {"sn", "cpu_milli", "memory_mib", "gpu", "model"});
-  if (!t) return std::unexpected(t.error());
   std::vector<sched::Node> out;
-  for (const auto& [line, cells] : t->rows) {
-    Row r(*t, source, line, cells);
+  auto t = read_table(text, source, {"sn", "cpu_milli", "memory_mib", "gpu", "model"},
+                      [&](int line, const Table& table, const std::vector<std::string>& cells) -> Result<void> {
+    Row r(table, source, line, cells);
     sched::Node n;
     n.name = r.str("sn");
     KGPU_TRY(cpu, r.num("cpu_milli", 0, 1'000'000'000));
@@ -129,16 +155,17 @@ Result<std::vector<sched::Node>> parse_nodes(const std::string& text, const std:
     n.gpu_free.assign(static_cast<size_t>(gpus), sched::kMilli);
     if (!n.gpu_model.empty()) n.labels["gpu-model"] = n.gpu_model;
     out.push_back(std::move(n));
-  }
+    return {};
+  });
+  if (!t) return std::unexpected(t.error());
   return out;
 }
 
 Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::string& source) {
-  auto t = read_table(text, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
-  if (!t) return std::unexpected(t.error());
   std::vector<sched::Pod> out;
-  for (const auto& [line, cells] : t->rows) {
-    Row r(*t, source, line, cells);
+  auto t = read_table(text, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"},
+                      [&](int line, const Table& table, const std::vector<std::string>& cells) -> Result<void> {
+    Row r(table, source, line, cells);
     sched::Pod p;
     p.name = r.str("name");
     KGPU_TRY(cpu, r.num("cpu_milli", 0, 1'000'000'000));
@@ -172,7 +199,7 @@ Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::s
         start = bar + 1;
       }
       if (p.gpu_models.empty()) {
-        return fail(ErrorCode::kInvalidArgument, "{}:{}: gpu_spec '{}' names no GPU model", source, line, spec);
+        return fail(ErrorCode::kInvalidArgument, "{}:{}: gpu_spec '{}' names no GPU model", source, line, shown(spec));
       }
     }
     if (r.has("creation_time")) {
@@ -184,7 +211,9 @@ Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::s
       p.deletion = deleted;
     }
     out.push_back(std::move(p));
-  }
+    return {};
+  });
+  if (!t) return std::unexpected(t.error());
   return out;
 }
 

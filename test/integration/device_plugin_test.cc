@@ -454,6 +454,72 @@ TEST(DevicePlugin, BadConfigIsRejectedAndTheLastGoodKeepsRunning) {
   EXPECT_EQ(agent.kubelet().registrations().size(), 1u);
 }
 
+TEST(DevicePlugin, HostileReloadsAreRejectedQuicklyAndTheLastGoodKeepsServing) {
+  const std::string good = "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n";
+  Agent agent(kL4, good, {"--device-list-strategy", "envvar"});
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 8);
+  // Two billion replicas once grew the agent without limit inside the planner.
+  std::ofstream(agent.config_path()) << "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                                        "      replicas: 2000000000\n";
+  ASSERT_TRUE(eventually([&] {
+    return agent.log().find("replicas: at most 1024, got 2000000000") != std::string::npos;
+  })) << agent.log();
+  EXPECT_THAT(agent.log(), HasSubstr(agent.config_path() + ":5: sharing.timeSlicing.resources[0].replicas"));
+  // 50 MB: refused by size, without reading it, and logged once.
+  {
+    std::ofstream big(agent.config_path());
+    big << good;
+    const std::string line = "unknownKey: " + std::string(100, 'x') + "\n";
+    for (int i = 0; i < 450'000; ++i) big << line;
+  }
+  ASSERT_TRUE(eventually([&] { return agent.log().find("more than the limit of 1048576 bytes") != std::string::npos; }))
+      << agent.log().substr(0, 4000);
+  std::this_thread::sleep_for(1500ms);
+  const std::string log = agent.log();
+  size_t mentions = 0;
+  for (size_t at = log.find("more than the limit"); at != std::string::npos; at = log.find("more than the limit", at + 1)) {
+    ++mentions;
+  }
+  EXPECT_EQ(mentions, 1u) << "a rejected file is reported once, not on every poll";
+  auto a = client.allocate({{list[3].id}});
+  EXPECT_TRUE(a) << "the last good plan still answers";
+  EXPECT_EQ(client.lists().back().size(), 8u);
+}
+
+TEST(DevicePlugin, GpuUpAndDeviceHealthFollowOneRule) {
+  // GPU 1: a call returns GPU_IS_LOST (down for both); GPU 2: a reading fails otherwise (a missing
+  // value: up and Healthy for both).
+  Agent agent(kL4, "", {"--health-recovery", "0"});
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  first_list(client, 4);
+  agent.fake().rewrite(kL4 + std::string("faults:\n  calls:\n"
+                                         "  - {call: nvmlDeviceGetClockInfo, gpu: 1, error: GPU_IS_LOST}\n"
+                                         "  - {call: nvmlDeviceGetPowerUsage, gpu: 2, error: UNKNOWN}\n"));
+  auto bad = client.wait_for_list([](const auto& l) { return count_health(l, "Unhealthy") >= 1; }, 5s);
+  ASSERT_TRUE(bad) << agent.log();
+  EXPECT_EQ((*bad)[1].health, "Unhealthy");
+  EXPECT_EQ(count_health(*bad, "Unhealthy"), 1u);
+  std::string m;
+  ASSERT_TRUE(eventually([&] {
+    m = agent.metrics();
+    return m.find("kgpu_nvml_errors_total{call=\"nvmlDeviceGetPowerUsage\"}") != std::string::npos;
+  })) << m;
+  auto up = [&](int gpu) {
+    for (size_t at = m.find("\nkgpu_gpu_up{"); at != std::string::npos; at = m.find("\nkgpu_gpu_up{", at + 1)) {
+      const auto end = m.find('\n', at + 1);
+      const std::string line = m.substr(at + 1, end - at - 1);
+      if (line.find("gpu=\"" + std::to_string(gpu) + "\"") != std::string::npos) return line.substr(line.size() - 1);
+    }
+    return std::string("?");
+  };
+  EXPECT_EQ(up(1), "0");
+  EXPECT_EQ(up(2), "1");
+  EXPECT_EQ(up(0), "1");
+}
+
 TEST(DevicePlugin, MigSingleUniformLayout) {
   std::string node = "preset: dgx-a100-8\ngpus:\n";
   for (int i = 0; i < 8; ++i) {

@@ -213,6 +213,12 @@ TEST_F(ExporterTest, NvmlCannotCountTheGpusAllAreDown) {
   }
   EXPECT_EQ(value_of(page, "kgpu_nvml_errors_total{call=\"nvmlDeviceGetCount_v2\"}"), "1") << page;
   EXPECT_FALSE(has(page, "DCGM_FI_DEV_GPU_TEMP{"));
+  // Not ready (every GPU down, and why), but alive: the sampler keeps sampling.
+  const auto problems = s.problems();
+  ASSERT_FALSE(problems.empty());
+  EXPECT_EQ(problems[0], "NVML cannot list the GPUs: nvmlDeviceGetCount_v2 returned UNKNOWN");
+  EXPECT_EQ(problems.size(), 4u);
+  EXPECT_TRUE(s.healthy());
 }
 
 TEST_F(ExporterTest, MigLayoutChangeWithSameInstanceIdsIsNoticed) {

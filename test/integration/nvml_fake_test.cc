@@ -1,6 +1,8 @@
 // The GPU layer over the fake libnvidia-ml.so.1, loaded through the production dlopen path.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <thread>
 
 #include "gpu/report.h"
@@ -420,6 +422,29 @@ TEST(FakeConfig, BadNodeFileIsReportedThroughNvmlErrorString) {
   ASSERT_FALSE(node);
   EXPECT_NE(node.error().message.find("unknown GPU model 'V100'"), std::string::npos) << node.error().message;
   EXPECT_NE(node.error().message.find(f.path() + ":2"), std::string::npos) << node.error().message;
+}
+
+TEST(FakeConfig, EmptyUnreadableOrBinaryNodeFilesAreErrorsNotTheDefaultNode) {
+  struct Case {
+    std::string content;
+    std::string words;
+  };
+  for (const auto& c : {Case{"", "the node description is empty"}, Case{"# nothing yet\n", "is empty"},
+                        Case{std::string("preset: pcie-t4-2\ngpus: [{model: T4\0}]\n", 36), ":2:"}}) {
+    FakeNodeFile f(c.content);
+    auto node = Node::open(kgpu::testing::fake_library());
+    ASSERT_FALSE(node) << "content: " << c.content;
+    EXPECT_NE(node.error().message.find(c.words), std::string::npos) << node.error().message;
+    EXPECT_NE(node.error().message.find(f.path()), std::string::npos) << node.error().message;
+  }
+  // A directory where the file should be.
+  FakeNodeFile f("preset: pcie-t4-2\n");
+  std::filesystem::remove(f.path());
+  std::filesystem::create_directory(f.path());
+  auto node = Node::open(kgpu::testing::fake_library());
+  std::filesystem::remove(f.path());
+  ASSERT_FALSE(node);
+  EXPECT_NE(node.error().message.find("is a directory"), std::string::npos) << node.error().message;
 }
 
 TEST(FakeConfig, BadRewriteKeepsTheLastGoodNode) {

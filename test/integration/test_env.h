@@ -1,8 +1,10 @@
 // Shared fixtures for tests that load the fake libnvidia-ml.so.1 through the production dlopen path.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,9 @@ class ChildProcess {
   ~ChildProcess();
   bool running();
   int pid() const { return pid_; }
+  // Waits up to `timeout` for the process to exit and reaps it; its wait status, or nullopt while
+  // it still runs.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
 
  private:
   int pid_ = -1;

@@ -305,6 +305,19 @@ TEST(DoctorCli, ExitCodesAndOutputs) {
   EXPECT_NE(r.out.find("dra-claim-unsatisfiable"), std::string::npos);
 }
 
+TEST(DoctorCli, HostileSnapshotsFailFastWithALine) {
+  const std::string kgpu = KGPU_BINARY;
+  const std::string bomb = std::string(KGPU_SOURCE_DIR) + "/test/data/lint/input-alias-bomb.yaml";
+  auto r = sh(kgpu + " doctor --snapshot " + bomb + " 2>&1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("input-alias-bomb.yaml:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("YAML expands to more than"), std::string::npos) << r.out;
+  r = sh(kgpu + " doctor --output json --snapshot " + kData + "invalid-quantity/snapshot.json");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("\"invalid-quantity\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("gpu-not-advertised"), std::string::npos) << r.out;
+}
+
 TEST(DoctorCollect, FakeKubectlSnapshotAndLiveMode) {
   const std::string fake = kData + "fake-kubectl/kubectl";
   const auto dir = std::filesystem::temp_directory_path() / ("kgpu-doctor-" + std::to_string(getpid()));
@@ -400,6 +413,37 @@ TEST(DoctorRegression, HostileQuantitiesSaturate) {
     const auto fs = run(s, no_checklist());
     EXPECT_EQ(find(fs, "gpu-request-fractional"), nullptr) << dump(fs);
   }
+}
+
+TEST(DoctorRegression, InvalidQuantitiesAreInputErrorsNotDiagnoses) {
+  // gpu-l4-2's allocatable nvidia.com/gpu is "NaN" and its capacity 1e999999999; the Pending pod
+  // team-a/bad-limits asks for a 5,000-digit number of GPUs. The API server stores neither.
+  const Snapshot s = load("invalid-quantity");
+  ASSERT_EQ(s.invalid_fields.size(), 3u);
+  const auto fs = run(s, no_checklist());
+  EXPECT_EQ(find(fs, "gpu-not-advertised"), nullptr) << dump(fs);
+  EXPECT_EQ(find(fs, "insufficient-gpu"), nullptr) << dump(fs);
+  for (const auto& f : fs) EXPECT_NE(f.severity, Severity::kCritical) << dump(fs);
+  const Finding* node = find(fs, "invalid-quantity", "node/gpu-l4-2");
+  ASSERT_NE(node, nullptr) << dump(fs);
+  EXPECT_EQ(node->layer, Layer::kSpec);
+  std::string all;
+  for (const auto& f : fs) {
+    if (f.rule == "invalid-quantity") all += f.summary + "\n";
+  }
+  EXPECT_NE(all.find(".status.allocatable.nvidia.com/gpu: invalid quantity 'NaN'"), std::string::npos) << all;
+  EXPECT_NE(all.find(".status.capacity.nvidia.com/gpu: quantity '1e999999999' is out of range"), std::string::npos)
+      << all;
+  const Finding* pod = find(fs, "invalid-quantity", "pod/team-a/bad-limits");
+  ASSERT_NE(pod, nullptr) << dump(fs);
+  EXPECT_NE(pod->summary.find("limits.nvidia.com/gpu: quantity '11111111111111111111111111111111... (5000 characters)'"),
+            std::string::npos)
+      << pod->summary;
+  EXPECT_TRUE(any_evidence(*pod, "invalid-quantity/snapshot.json:")) << dump(fs);
+  // A target elsewhere does not report them.
+  Options other = no_checklist();
+  other.target = {Target::Kind::kNode, "", "gpu-l4-1"};
+  EXPECT_EQ(find(run(s, other), "invalid-quantity"), nullptr);
 }
 
 TEST(DoctorRegression, ScaleOutIsNotARollingUpdate) {

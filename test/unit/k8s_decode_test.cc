@@ -438,6 +438,29 @@ TEST(Helpers, TolerationSemantics) {
   EXPECT_EQ(first_untolerated(std::vector<Taint>{prefer}, {}), nullptr);  // not a filter
 }
 
+TEST(Helpers, FlatMapKeepsStdMapSemantics) {
+  // Initialisation keeps the first of duplicate keys (std::map); assign_last_wins the last (what
+  // decoding `m[key] = value` in source order gave). Iteration is sorted by key.
+  StringMap init{{"b", "1"}, {"a", "2"}, {"b", "3"}};
+  ASSERT_EQ(init.size(), 2u);
+  EXPECT_EQ(init.begin()->first, "a");
+  EXPECT_EQ(init.at("b"), "1");
+  StringMap m;
+  m.assign_last_wins({{"z", "1"}, {"a", "x"}, {"m", "2"}, {"a", "y"}, {"z", "3"}});
+  std::vector<std::string> seen;
+  for (const auto& [k, v] : m) seen.push_back(std::string(k) + "=" + std::string(v));
+  EXPECT_EQ(seen, (std::vector<std::string>{"a=y", "m=2", "z=3"}));
+  EXPECT_TRUE(m.contains("m"));
+  EXPECT_EQ(m.count("q"), 0u);
+  EXPECT_EQ(m.find("q"), m.end());
+  EXPECT_THROW((void)m.at("q"), std::out_of_range);
+  m["b"] = "new";
+  EXPECT_EQ(std::next(m.begin())->first, "b");
+  EXPECT_FALSE(m.try_emplace("b", "other").second);
+  EXPECT_EQ(m.at("b"), "new");
+  EXPECT_EQ(m, (StringMap{{"a", "y"}, {"b", "new"}, {"m", "2"}, {"z", "3"}}));
+}
+
 TEST(Helpers, SelectorSemantics) {
   const StringMap labels{{"app", "a"}, {"gpu", "h100"}, {"count", "8"}};
   LabelSelector s;
@@ -590,6 +613,159 @@ TEST(Views, DynamicResourceAllocation) {
   ASSERT_THAT(old->devices, SizeIs(1));
   EXPECT_EQ(old->devices[0].capacity.at("memory").value, q("40Gi"));  // devices[].basic flattened
   EXPECT_EQ(old->devices[0].attributes.at("productName").value->text(), "NVIDIA A100");
+}
+
+// "Billion laughs": each level a list of nine aliases of the level before.
+std::string alias_bomb(int levels) {
+  std::string y = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lol\ndata:\n  l0: &l0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < levels; ++i) {
+    y += fmt::format("  l{}: &l{} [", i, i);
+    for (int j = 0; j < 9; ++j) y += fmt::format("{}*l{}", j == 0 ? "" : ", ", i - 1);
+    y += "]\n";
+  }
+  return y;
+}
+
+TEST(Limits, AliasBombStopsAtTheNodeBudgetWithALine) {
+  // 9^7 = 4.8 million nodes from 0.4 KB: over the budget of 1,000,000 + one per input byte.
+  for (int levels : {7, 12}) {
+    const LoadResult r = load_text(alias_bomb(levels) + "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: after\n",
+                                   "bomb.yaml");
+    EXPECT_THAT(r.documents, IsEmpty()) << levels;
+    ASSERT_THAT(r.errors, SizeIs(1)) << levels;
+    EXPECT_EQ(r.errors[0].source, "bomb.yaml");
+    EXPECT_GE(r.errors[0].line, 6);
+    EXPECT_LE(r.errors[0].line, 6 + levels);
+    EXPECT_THAT(r.errors[0].message, HasSubstr("expands to more than 1000"));
+    EXPECT_THAT(r.errors[0].message, HasSubstr("billion laughs"));
+  }
+}
+
+TEST(Limits, ModestAliasUseStillLoads) {
+  // 9^5 = 59,049 expanded nodes: far under the budget, and YAML aliases are legal.
+  const LoadResult r = load_text(alias_bomb(5), "anchors.yaml");
+  EXPECT_THAT(r.errors, IsEmpty());
+  ASSERT_THAT(r.documents, SizeIs(1));
+  const Node* l4 = r.documents[0].root->at({"data", "l4"});
+  ASSERT_NE(l4, nullptr);
+  ASSERT_EQ(l4->size(), 9u);
+  EXPECT_EQ(l4->items()[8].items()[8].items()[8].items()[8].items()[8].text(), "x");
+}
+
+TEST(Limits, YamlOverSixtyFourMiBIsRefusedJsonIsNot) {
+  std::string yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"";
+  yaml.append((64u << 20) + 1, 'a');
+  yaml += "\"\n";
+  const LoadResult y = load_text(yaml, "big.yaml");
+  EXPECT_THAT(y.documents, IsEmpty());
+  ASSERT_THAT(y.errors, SizeIs(1));
+  EXPECT_EQ(y.errors[0].line, 1);
+  EXPECT_THAT(y.errors[0].message, HasSubstr("over kgpu's limit of 64 MiB for YAML"));
+
+  std::string json = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"blob":")";
+  json.append((64u << 20) + 1, 'a');
+  json += "\"}}";
+  const LoadResult j = load_text(std::move(json), "big.json");
+  EXPECT_THAT(j.errors, IsEmpty());
+  ASSERT_THAT(j.documents, SizeIs(1));
+  EXPECT_EQ(j.documents[0].root->at({"data", "blob"})->text().size(), (64u << 20) + 1);
+}
+
+TEST(Limits, NulAndControlBytesAreNamedWithTheirLine) {
+  const std::string text = std::string("apiVersion: v1\nkind: Pod\nmetadata:\n  name: a") + '\0' +
+                           "b\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: ok\n---\napiVersion: v1\n"
+                           "kind: Pod\nmetadata:\n  name: \"esc\x1b[0m\"\n---\nkind: Pod\nmetadata: {name: del\x7f}\n";
+  const LoadResult r = load_text(text, "bytes.yaml");
+  ASSERT_THAT(r.documents, SizeIs(1));
+  EXPECT_EQ(r.documents[0].metadata.name, "ok");
+  ASSERT_THAT(r.errors, SizeIs(3));
+  EXPECT_EQ(r.errors[0].to_string(), "bytes.yaml:4: NUL byte (\\0) at line 4, column 10: not valid in YAML (a binary file?)");
+  EXPECT_EQ(r.errors[1].line, 14);
+  EXPECT_THAT(r.errors[1].message, HasSubstr("control byte 0x1b at line 14, column 13"));
+  EXPECT_THAT(r.errors[1].message, HasSubstr("\\x1b"));
+  EXPECT_EQ(r.errors[2].line, 17);
+  EXPECT_THAT(r.errors[2].message, HasSubstr("control byte 0x7f at line 17"));
+}
+
+TEST(Limits, InvalidQuantitiesAreFlaggedWithTheirField) {
+  const LoadResult r = load_text(R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+spec:
+  containers:
+  - name: main
+    resources:
+      limits:
+        nvidia.com/gpu: 1e999999999
+        memory: .inf
+      requests:
+        cpu: NaN
+        memory: [1]
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: n
+status:
+  capacity:
+    nvidia.com/gpu: "+Inf"
+  allocatable:
+    nvidia.com/gpu: "NaN"
+    cpu: "8"
+)",
+                                 "q.yaml");
+  ASSERT_THAT(r.errors, IsEmpty());
+  ASSERT_THAT(r.documents, SizeIs(2));
+  const auto pod = quantity_issues(r.documents[0]);
+  ASSERT_THAT(pod, SizeIs(4));
+  EXPECT_EQ(pod[0].line, 10);
+  EXPECT_THAT(pod[0].message, HasSubstr("resources.limits.nvidia.com/gpu: quantity '1e999999999' is out of range"));
+  EXPECT_EQ(pod[1].line, 11);
+  EXPECT_THAT(pod[1].message, HasSubstr("limits.memory: invalid quantity '.inf'"));
+  EXPECT_EQ(pod[2].line, 13);
+  EXPECT_EQ(pod[3].line, 14);
+  EXPECT_THAT(pod[3].message, HasSubstr("expected a quantity, found a list"));
+  const auto node = quantity_issues(r.documents[1]);
+  ASSERT_THAT(node, SizeIs(2));
+  EXPECT_EQ(node[0].line, 22);
+  EXPECT_THAT(node[0].message, HasSubstr("capacity.nvidia.com/gpu: invalid quantity '+Inf'"));
+  EXPECT_EQ(node[1].line, 24);
+  EXPECT_THAT(node[1].message, HasSubstr("allocatable.nvidia.com/gpu: invalid quantity 'NaN'"));
+  // Other type problems are not quantity issues.
+  const LoadResult other = load_text("kind: Deployment\nmetadata: {name: d}\nspec: {replicas: many}\n", "d.yaml");
+  ASSERT_THAT(other.documents, SizeIs(1));
+  EXPECT_THAT(quantity_issues(other.documents[0]), IsEmpty());
+}
+
+TEST(KindFilter, DropsUnwantedKindsOfListsArraysAndYaml) {
+  const auto pods_only = [](std::string_view kind) { return kind == "Pod"; };
+  const std::string list = "{\"apiVersion\": \"v1\", \"items\": [\n"
+                           "{\"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"cm\"}},\n"
+                           "{\"kind\": \"Pod\", \"metadata\": {\"name\": \"a\"}},\n"
+                           "{\"metadata\": {\"name\": \"cm2\"}, \"kind\": \"ConfigMap\", \"data\": {\"k\": \"v\\u00e9\"}},\n"
+                           "{\"kind\": \"Pod\", \"metadata\": {\"name\": \"b\"}, \"spec\": {\"x\": [1, 2]}}\n"
+                           "], \"kind\": \"List\"}\n";
+  const LoadResult r = load_text(list, "s.json", InputFormat::kAuto, pods_only);
+  EXPECT_THAT(r.errors, IsEmpty());
+  ASSERT_THAT(r.documents, SizeIs(2));
+  EXPECT_EQ(r.documents[0].metadata.name, "a");
+  EXPECT_EQ(r.documents[0].line, 3);
+  EXPECT_EQ(r.documents[1].metadata.name, "b");
+  EXPECT_EQ(r.documents[1].line, 5);
+  EXPECT_EQ(r.documents[1].root->at({"spec", "x"})->items()[1].text(), "2");
+  // Without a filter everything stays.
+  EXPECT_THAT(load_text(list, "s.json").documents, SizeIs(4));
+  const LoadResult arr = load_text("[{\"kind\": \"Secret\"}, {\"kind\": \"Pod\", \"metadata\": {\"name\": \"c\"}}]",
+                                   "a.json", InputFormat::kAuto, pods_only);
+  ASSERT_THAT(arr.documents, SizeIs(1));
+  EXPECT_EQ(arr.documents[0].metadata.name, "c");
+  const LoadResult yaml =
+      load_text("kind: ConfigMap\nmetadata: {name: x}\n---\nkind: Pod\nmetadata: {name: y}\n", "y.yaml",
+                InputFormat::kAuto, pods_only);
+  ASSERT_THAT(yaml.documents, SizeIs(1));
+  EXPECT_EQ(yaml.documents[0].metadata.name, "y");
+  EXPECT_EQ(yaml.documents[0].line, 4);
 }
 
 }  // namespace

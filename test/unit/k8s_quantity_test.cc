@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "k8s/quantity.h"
 
@@ -145,6 +147,24 @@ TEST(Quantity, RejectsWhatKubernetesRejects) {
     EXPECT_THAT(q.error().message, HasSubstr(b.message)) << b.text;
     EXPECT_EQ(q.error().code, ErrorCode::kInvalidArgument);
   }
+}
+
+TEST(Quantity, NonNumbersAndHugeTextsAreRejectedWithShortMessages) {
+  // NaN and infinities read as YAML floats or written as strings are not quantities; huge texts are
+  // quoted shortened (a 5,000-digit value must not become a 5,000-character message).
+  for (const char* text : {"NaN", "nan", ".nan", "+Inf", "-inf", ".inf", "+.Inf", "Infinity"}) {
+    auto q = Quantity::parse(text);
+    ASSERT_FALSE(q.has_value()) << text;
+    EXPECT_THAT(q.error().message, HasSubstr("infinity and NaN are not quantities")) << text;
+  }
+  const std::string digits(5000, '7');
+  const std::vector<std::string> texts{digits, "1e999999999", "1e" + digits, "1" + std::string(4000, 'k')};
+  for (const std::string& text : texts) {
+    auto q = Quantity::parse(text);
+    ASSERT_FALSE(q.has_value()) << text.substr(0, 20);
+    EXPECT_LT(q.error().message.size(), 250u) << q.error().message;
+  }
+  EXPECT_THAT(Quantity::parse(digits).error().message, HasSubstr("(5000 characters)"));
 }
 
 TEST(Quantity, FormatNames) {

@@ -560,6 +560,33 @@ TEST(Report, SortedByFileLineRuleAndExitCodes) {
   EXPECT_EQ(Report{}.exit_code(), 0);
 }
 
+TEST(Report, InvalidQuantitiesAreInputErrorsWithTheirLine) {
+  const Report r = lint_paths({source_path("test/data/lint/input-invalid-quantity.yaml")});
+  std::vector<std::pair<int, std::string>> got;
+  for (const k8s::LoadError& e : r.errors) {
+    EXPECT_THAT(e.source, HasSubstr("input-invalid-quantity.yaml"));
+    got.emplace_back(e.line, e.message);
+  }
+  ASSERT_EQ(got.size(), 4u) << to_text(r);
+  EXPECT_EQ(got[0].first, 20);
+  EXPECT_THAT(got[0].second, HasSubstr("Deployment ml/trainer: "));
+  EXPECT_THAT(got[0].second, HasSubstr("limits.nvidia.com/gpu: quantity '1e999999999' is out of range"));
+  EXPECT_EQ(got[1].first, 21);
+  EXPECT_THAT(got[1].second, HasSubstr("limits.memory: invalid quantity 'NaN'"));
+  EXPECT_EQ(got[2].first, 23);
+  EXPECT_THAT(got[2].second, HasSubstr("requests.cpu: invalid quantity '.inf'"));
+  EXPECT_EQ(got[3].first, 31);
+  EXPECT_THAT(got[3].second, HasSubstr("Node gpu-1: .status.allocatable.nvidia.com/gpu: invalid quantity '+Inf'"));
+  EXPECT_EQ(r.exit_code(), 2);
+  EXPECT_THAT(to_text(r), HasSubstr("input-invalid-quantity.yaml:20: input error: Deployment ml/trainer: "));
+  // The annotation that disables rules does not hide input errors.
+  EXPECT_THAT(input_errors(k8s::load_text("kind: Pod\nmetadata:\n  name: p\n  annotations: {kgpu.io/lint-disable: all}\n"
+                                          "spec:\n  containers:\n  - name: c\n    resources: {limits: {cpu: 1e99}}\n",
+                                          "p.yaml")
+                                   .documents),
+              ::testing::SizeIs(1));
+}
+
 TEST(Report, TextJsonAndSarif) {
   Report r = lint_file("test/data/guide/gpu-alerts.yaml");
   r.errors.push_back(k8s::LoadError{"broken.yaml", 3, "bad indentation"});
@@ -654,6 +681,16 @@ TEST(Cli, StdinAndBadYaml) {
   EXPECT_THAT(broken.out, HasSubstr("<stdin>:13: warning GPU014"));
   const CliRun bad = run_kgpu("lint -", "kind: Pod\nmetadata: {name: [\n");
   EXPECT_EQ(bad.status, 2) << bad.out;
+}
+
+TEST(Cli, HostileYamlFailsFastWithALine) {
+  const CliRun bomb = run_kgpu("lint " + data_arg("test/data/lint/input-alias-bomb.yaml"));
+  EXPECT_EQ(bomb.status, 2) << bomb.out;
+  EXPECT_THAT(bomb.out, HasSubstr("input-alias-bomb.yaml:"));
+  EXPECT_THAT(bomb.out, HasSubstr("input error: YAML expands to more than 1000"));
+  const CliRun nul = run_kgpu("lint -", std::string("kind: Pod\nmetadata:\n  name: a\0b\n", 32));
+  EXPECT_EQ(nul.status, 2) << nul.out;
+  EXPECT_THAT(nul.out, HasSubstr("<stdin>:3: input error: NUL byte (\\0) at line 3, column 10: not valid in YAML"));
 }
 
 TEST(Cli, SarifAndJsonOutput) {

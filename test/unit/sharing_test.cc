@@ -202,6 +202,67 @@ TEST(SharingConfig, UnknownKeysAreWarnings) {
   EXPECT_EQ(c.warnings[1], "config.yaml:9: sharing.timeSlicing.resources[0].colour: unknown field, ignored");
 }
 
+TEST(SharingConfig, LimitsAreCheckedBeforeAnythingIsAllocated) {
+  auto ts = [](const std::string& replicas) {
+    return "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: " +
+           replicas + "\n";
+  };
+  // The probe's reload: two billion replicas once grew the agent until it aborted.
+  auto huge = parse_config(ts("2000000000"), "config.yaml");
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().message, "config.yaml:6: sharing.timeSlicing.resources[0].replicas: at most 1024, got 2000000000");
+  EXPECT_TRUE(parse_config(ts("1024"), "config.yaml"));
+  auto mps = parse_config("sharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 101\n", "c.yaml");
+  ASSERT_FALSE(mps);
+  EXPECT_THAT(mps.error().message, HasSubstr("c.yaml:5: sharing.mps.resources[0].replicas: at most 100 with MPS"));
+
+  // More than a ConfigMap can hold.
+  auto big = parse_config("# " + std::string(kMaxConfigBytes, 'x') + "\n", "cm.yaml");
+  ASSERT_FALSE(big);
+  EXPECT_THAT(big.error().message, HasSubstr("cm.yaml: 1048579 bytes, more than the limit of 1048576 bytes"));
+
+  // An alias bomb: nine levels of nine aliases.
+  std::string bomb;
+  for (int i = 0; i < 10; ++i) {
+    bomb += i == 0 ? "a0: &a0 [x, x, x, x, x, x, x, x, x]\n"
+                   : fmt::format("a{}: &a{} [*a{}, *a{}, *a{}, *a{}, *a{}, *a{}, *a{}, *a{}, *a{}]\n", i, i, i - 1,
+                                 i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1);
+  }
+  auto aliases = parse_config(bomb, "bomb.yaml");
+  ASSERT_FALSE(aliases);
+  EXPECT_THAT(aliases.error().message, HasSubstr("more than 20000 YAML nodes (aliases expanded)"));
+  EXPECT_THAT(aliases.error().message, HasSubstr("bomb.yaml:"));
+
+  auto nul = parse_config(std::string("version: v1\nflags:\n  migStrategy: no\0ne\n", 38), "nul.yaml");
+  ASSERT_FALSE(nul);
+  EXPECT_THAT(nul.error().message, HasSubstr("nul.yaml:3:"));
+  EXPECT_THAT(nul.error().message, HasSubstr("NUL byte"));
+
+  std::string many = "sharing:\n  timeSlicing:\n    resources:\n";
+  for (int i = 0; i < 65; ++i) many += "    - {name: nvidia.com/gpu, replicas: 2}\n";
+  auto entries = parse_config(many, "c.yaml");
+  ASSERT_FALSE(entries);
+  EXPECT_THAT(entries.error().message, HasSubstr("sharing.timeSlicing.resources: 65 entries, at most 64"));
+}
+
+TEST(SharingConfig, RepeatedWarningsAreSummarised) {
+  std::string text = "flags:\n";
+  for (int i = 0; i < 5000; ++i) text += fmt::format("  unknown{}: 1\n", i);
+  const Config c = config(text);
+  ASSERT_EQ(c.warnings.size(), kMaxWarnings + 1);
+  EXPECT_EQ(c.warnings.back(), "config.yaml: 4980 more warnings like these, not listed");
+}
+
+TEST(SharingPlan, AdvertisedDevicesAreBounded) {
+  // 1024 replicas of 16 GPUs would be 16,384 IDs plus the unshared ones: one rule over the limit.
+  auto c = config("sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 1024\n");
+  EXPECT_TRUE(make_plan(hgx(8), c));
+  auto plan = make_plan(hgx(17), c);
+  ASSERT_FALSE(plan);
+  EXPECT_THAT(plan.error().message,
+              HasSubstr("config.yaml:4: nvidia.com/gpu: 1024 replicas of 17 devices make more than 16384 device IDs"));
+}
+
 TEST(SharingConfig, Durations) {
   EXPECT_EQ(parse_duration("60s").value(), std::chrono::seconds(60));
   EXPECT_EQ(parse_duration("1h2m3s").value(), std::chrono::seconds(3723));

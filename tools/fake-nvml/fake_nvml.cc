@@ -21,9 +21,11 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 
 #include "gpu/nvml/abi.h"
+#include "common/files.h"
 #include "state.h"
 
 using namespace kgpu::nvml;
@@ -118,10 +120,13 @@ class Fake {
     }
     mtime = st.st_mtim;
     size = st.st_size;
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto parsed = kgpu::fake::parse_node(text.str(), path);
+    auto text = kgpu::read_file_limited(path, kgpu::fake::kMaxNodeFileBytes);
+    if (!text) {
+      last_error = "fake NVML: node description: " + text.error().message;
+      std::fprintf(stderr, "%s%s\n", last_error.c_str(), loaded ? " (keeping the previous node)" : "");
+      return loaded;
+    }
+    auto parsed = kgpu::fake::parse_node(*text, path);
     if (!parsed) {
       last_error = "fake NVML: " + parsed.error().message;
       std::fprintf(stderr, "%s%s\n", last_error.c_str(), loaded ? " (keeping the previous node)" : "");
@@ -191,7 +196,9 @@ class Fake {
 
   Return fault(const char* fn, std::optional<unsigned> gpu) const {
     for (const auto& f : node.call_faults) {
-      if (f.call == fn && (!f.gpu || (gpu && *f.gpu == *gpu))) return f.error;
+      if (f.call != fn || (f.gpu && (!gpu || *f.gpu != *gpu))) continue;
+      if (f.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.delay_ms));
+      return f.error;
     }
     return kSuccess;
   }

@@ -9,6 +9,7 @@
 #include <numbers>
 #include <set>
 
+#include "common/yaml_guard.h"
 #include "gpu/nvml/abi.h"
 
 namespace kgpu::fake {
@@ -310,13 +311,19 @@ void parse_faults(const Ctx& c, const YAML::Node& n, Node& node) {
     if (!calls.IsSequence()) c.error(calls, "faults.calls", "expected a list");
     for (size_t i = 0; i < calls.size(); ++i) {
       const auto p = fmt::format("faults.calls[{}]", i);
-      c.keys(calls[i], p, {"call", "gpu", "error"});
-      if (!calls[i]["call"] || !calls[i]["error"]) c.error(calls[i], p, "needs call and error");
+      c.keys(calls[i], p, {"call", "gpu", "error", "delayMs"});
+      if (!calls[i]["call"] || (!calls[i]["error"] && !calls[i]["delayMs"])) {
+        c.error(calls[i], p, "needs call and error and/or delayMs");
+      }
       CallFault f;
       f.call = c.get<std::string>(calls[i]["call"], p + ".call");
       if (!f.call.starts_with("nvml")) c.error(calls[i]["call"], p + ".call", "expected an NVML symbol name");
       if (calls[i]["gpu"]) f.gpu = c.get<unsigned>(calls[i]["gpu"], p + ".gpu");
-      f.error = c.error_code(calls[i]["error"], p + ".error");
+      if (calls[i]["error"]) f.error = c.error_code(calls[i]["error"], p + ".error");
+      if (calls[i]["delayMs"]) {
+        f.delay_ms = c.get<unsigned>(calls[i]["delayMs"], p + ".delayMs");
+        if (f.delay_ms > 600'000) c.error(calls[i]["delayMs"], p + ".delayMs", "at most 600000 (10 minutes)");
+      }
       node.call_faults.push_back(f);
     }
   }
@@ -349,7 +356,6 @@ void parse_faults(const Ctx& c, const YAML::Node& n, Node& node) {
 
 Node parse(const Ctx& c, const YAML::Node& root) {
   Node node;
-  if (root.IsNull()) return default_node();
   c.keys(root, "node", {"preset", "driverVersion", "nvmlVersion", "cudaDriverVersion", "gpus", "topology", "faults"});
   std::string nvlink = "none";
   std::optional<std::vector<std::vector<unsigned>>> nvlink_groups;
@@ -508,8 +514,16 @@ int Node::topology_level(unsigned a, unsigned b) const {
 
 Result<Node> parse_node(const std::string& yaml_text, const std::string& source) {
   Ctx c{source};
+  if (auto ok = check_yaml(yaml_text, source, {kMaxNodeFileBytes, 200'000, 32}); !ok) return std::unexpected(ok.error());
   try {
-    return parse(c, YAML::Load(yaml_text));
+    const YAML::Node root = YAML::Load(yaml_text);
+    if (!root || root.IsNull()) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "{}: the node description is empty (for the built-in node write `preset: hgx-h100-8`, or unset "
+                  "KGPU_FAKE_NVML_CONFIG)",
+                  source);
+    }
+    return parse(c, root);
   } catch (const ParseError& e) {
     return std::unexpected(Error{ErrorCode::kInvalidArgument, e.message});
   } catch (const YAML::Exception& e) {

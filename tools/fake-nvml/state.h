@@ -73,7 +73,8 @@ struct Gpu {
 struct CallFault {
   std::string call;             // exported symbol name
   std::optional<unsigned> gpu;  // all GPUs when unset
-  int error = 0;
+  int error = 0;          // NVML_SUCCESS with only a delay
+  unsigned delay_ms = 0;  // the call blocks this long first (a hung driver), holding the library's lock
 };
 
 struct XidInjection {
@@ -96,6 +97,9 @@ struct Node {
 
   int topology_level(unsigned a, unsigned b) const;  // NVML topology level
 };
+
+// Node files larger than this are refused (no real node needs a tenth of it).
+inline constexpr size_t kMaxNodeFileBytes = 4 << 20;
 
 // Parses a node description. `source` names the text in errors ("node.yaml"); every error
 // names source:line and the field path.

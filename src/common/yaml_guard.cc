@@ -1,0 +1,138 @@
+#include "common/yaml_guard.h"
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/exceptions.h>
+#include <yaml-cpp/mark.h>
+#include <yaml-cpp/parser.h>
+
+#include <algorithm>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+namespace kgpu {
+
+namespace {
+
+// Thrown from the event handler to stop the parse at the first limit crossed.
+struct LimitCrossed {
+  int line;
+  std::string what;
+};
+
+class Counter final : public YAML::EventHandler {
+ public:
+  explicit Counter(const YamlLimits& limits) : limits_(limits) {}
+
+  void OnDocumentStart(const YAML::Mark& m) override {
+    // A document that starts where the previous one did consumed nothing: yaml-cpp would loop.
+    if (documents_++ > 0 && m.pos == last_start_) {
+      throw LimitCrossed{m.line + 1, "unexpected character where a document should start (a stray ','?)"};
+    }
+    last_start_ = m.pos;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t a) override { leaf(m, a); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t a, const std::string&) override { leaf(m, a); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t a) override {
+    auto it = sizes_.find(a);
+    add(m, it == sizes_.end() ? 1 : it->second);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a, YAML::EmitterStyle::value) override {
+    open(m, a);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a, YAML::EmitterStyle::value) override {
+    open(m, a);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  void add(const YAML::Mark& m, size_t n) {
+    nodes_ = n > limits_.max_nodes - std::min(nodes_, limits_.max_nodes) ? limits_.max_nodes + 1 : nodes_ + n;
+    if (nodes_ > limits_.max_nodes) {
+      throw LimitCrossed{m.line + 1, fmt::format("more than {} YAML nodes (aliases expanded): refused", limits_.max_nodes)};
+    }
+  }
+  void leaf(const YAML::Mark& m, YAML::anchor_t a) {
+    add(m, 1);
+    if (a != YAML::NullAnchor) sizes_[a] = 1;
+  }
+  void open(const YAML::Mark& m, YAML::anchor_t a) {
+    add(m, 1);
+    open_.push_back({a, nodes_ - 1});
+    if (open_.size() > limits_.max_depth) {
+      throw LimitCrossed{m.line + 1, fmt::format("nesting deeper than {} levels: refused", limits_.max_depth)};
+    }
+  }
+  void close() {
+    if (open_.empty()) return;
+    const auto [a, start] = open_.back();
+    open_.pop_back();
+    if (a != YAML::NullAnchor) sizes_[a] = nodes_ - start;
+  }
+
+  const YamlLimits& limits_;
+  size_t documents_ = 0;
+  int last_start_ = -1;
+  size_t nodes_ = 0;
+  std::vector<std::pair<YAML::anchor_t, size_t>> open_;  // collection anchor, node count at its start
+  std::unordered_map<YAML::anchor_t, size_t> sizes_;     // anchor -> nodes it stands for
+};
+
+const char* control_name(unsigned char c) {
+  switch (c) {
+    case 0: return "NUL";
+    case 0x1b: return "ESC";
+    case 0x7f: return "DEL";
+    default: return "control";
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> forbidden_byte(std::string_view text, const std::string& source) {
+  int line = 1;
+  size_t line_start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+    } else if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
+      return fmt::format("{}:{}:{}: {} byte (0x{:02x}) is not allowed in YAML (a binary or corrupted file?)", source,
+                         line, i - line_start + 1, control_name(c), c);
+    }
+  }
+  return std::nullopt;
+}
+
+Result<void> check_yaml(std::string_view text, const std::string& source, const YamlLimits& limits) {
+  if (text.size() > limits.max_bytes) {
+    return fail(ErrorCode::kInvalidArgument, "{}: {} bytes, more than the limit of {} bytes: refused", source,
+                text.size(), limits.max_bytes);
+  }
+  if (auto bad = forbidden_byte(text, source)) return std::unexpected(Error{ErrorCode::kInvalidArgument, *bad});
+  if (auto p = scan_yaml(text, limits)) {
+    return fail(ErrorCode::kInvalidArgument, "{}:{}: {}", source, p->line, p->message);
+  }
+  return {};
+}
+
+std::optional<YamlProblem> scan_yaml(std::string_view text, const YamlLimits& limits) {
+  std::istringstream in{std::string(text)};
+  Counter counter(limits);
+  try {
+    YAML::Parser parser(in);
+    while (parser.HandleNextDocument(counter)) {
+    }
+  } catch (const LimitCrossed& e) {
+    return YamlProblem{e.line, e.what};
+  } catch (const YAML::Exception& e) {
+    return YamlProblem{e.mark.line + 1, "not valid YAML: " + e.msg};
+  }
+  return std::nullopt;
+}
+
+}  // namespace kgpu

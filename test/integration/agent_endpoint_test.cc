@@ -1,0 +1,287 @@
+// The agent's HTTP endpoint and lifecycle under hostile clients and failures: the real `kgpu agent`
+// binary on the fake NVML, spoken to over raw TCP sockets (so the tests control exactly what is
+// sent and how slowly), and signals.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "test_env.h"
+
+namespace kgpu::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A connected TCP socket to 127.0.0.1:port; -1 on failure.
+int connect_to(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends `request` (ignoring a peer that closes early) and reads until the peer closes, the
+// response's Content-Length is complete, or `timeout` passes. nullopt when nothing arrived.
+std::optional<std::string> converse(int fd, const std::string& request, std::chrono::milliseconds timeout = 5s) {
+  size_t sent = 0;
+  std::string in;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, static_cast<short>(POLLIN | (sent < request.size() ? POLLOUT : 0)), 0};
+    if (poll(&p, 1, 50) < 0) break;
+    if ((p.revents & POLLOUT) != 0 && sent < request.size()) {
+      const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) sent += static_cast<size_t>(n);
+      if (n < 0) sent = request.size();  // the peer stopped reading: what it answered is what counts
+    }
+    if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      char buf[65536];
+      const ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      in.append(buf, static_cast<size_t>(n));
+      const auto head_end = in.find("\r\n\r\n");
+      std::smatch m;
+      const std::string head = in.substr(0, head_end);
+      if (head_end != std::string::npos &&
+          std::regex_search(head, m, std::regex("[Cc]ontent-[Ll]ength: *([0-9]+)")) &&
+          in.size() >= head_end + 4 + std::stoul(m[1].str())) {
+        break;
+      }
+    }
+  }
+  if (in.empty()) return std::nullopt;
+  return in;
+}
+
+int status_of(const std::optional<std::string>& response) {
+  if (!response || !response->starts_with("HTTP/1.")) return -1;
+  return std::stoi(response->substr(9, 3));
+}
+
+std::optional<std::string> get(int port, const std::string& path, std::chrono::milliseconds timeout = 5s) {
+  const int fd = connect_to(port);
+  if (fd < 0) return std::nullopt;
+  auto r = converse(fd, "GET " + path + " HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n", timeout);
+  close(fd);
+  return r;
+}
+
+// The real agent with its port chosen by the system (read back from its log).
+class AgentProcess {
+ public:
+  AgentProcess(const std::string& node_yaml, std::vector<std::string> extra = {}) : node_(node_yaml) {
+    log_ = (dir_.path() / "agent.log").string();
+    std::vector<std::string> argv{KGPU_BINARY, "agent", "--nvml-library", KGPU_FAKE_NVML, "-a", "127.0.0.1:0",
+                                  "-c", "200", "--pod-resources-socket", ""};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process_ = std::make_unique<ChildProcess>(argv, std::vector<std::string>{"KGPU_FAKE_NVML_CONFIG=" + node_.path()},
+                                              log_);
+  }
+
+  // Waits for "listening on host:port"; 0 when the agent never listened.
+  int port(std::chrono::milliseconds timeout = 10s) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    const std::regex re("listening on [^:\\s]+:([0-9]+)");
+    while (std::chrono::steady_clock::now() < end) {
+      std::smatch m;
+      const std::string text = log();
+      if (std::regex_search(text, m, re)) return std::stoi(m[1].str());
+      std::this_thread::sleep_for(10ms);
+    }
+    return 0;
+  }
+  std::string log() const { return slurp(log_); }
+  ChildProcess& process() { return *process_; }
+  FakeNodeFile& node() { return node_; }
+  const TempDir& dir() const { return dir_; }
+
+ private:
+  TempDir dir_;
+  FakeNodeFile node_;
+  std::string log_;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+constexpr const char* kL4 = "preset: pcie-l4-4\n";
+
+TEST(AgentEndpoint, ThousandIdleAndSlowConnectionsDoNotStopScrapesOrHealth) {
+  rlimit nofile{};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+  nofile.rlim_cur = nofile.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &nofile);
+  ASSERT_GE(nofile.rlim_cur, 1100u) << "this test needs 1,100 file descriptors";
+
+  AgentProcess agent(kL4, {"--device-plugin=false"});
+  const int port = agent.port();
+  ASSERT_NE(port, 0) << agent.log();
+  std::vector<int> idle;
+  for (int i = 0; i < 1000; ++i) {
+    const int fd = connect_to(port);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    // Half say nothing; half start a request and never finish it (a slowloris).
+    if (i % 2 == 1) send(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n", 32, MSG_NOSIGNAL);
+    idle.push_back(fd);
+  }
+  for (int round = 0; round < 3; ++round) {
+    const auto health = get(port, "/health");
+    EXPECT_EQ(status_of(health), 200) << "round " << round << ": " << health.value_or("(no answer)");
+    const auto metrics = get(port, "/metrics");
+    EXPECT_EQ(status_of(metrics), 200) << "round " << round;
+    EXPECT_THAT(metrics.value_or(""), HasSubstr("DCGM_FI_DEV_GPU_TEMP"));
+  }
+  for (int fd : idle) close(fd);
+}
+
+TEST(AgentEndpoint, OversizedHeadersAre431AndTheConnectionIsClosed) {
+  AgentProcess agent(kL4, {"--device-plugin=false"});
+  const int port = agent.port();
+  ASSERT_NE(port, 0) << agent.log();
+  // Half a million small headers (4 MB).
+  std::string request = "GET /metrics HTTP/1.1\r\nHost: agent\r\n";
+  for (int i = 0; i < 500'000; ++i) request += "X-a: b\r\n";
+  request += "\r\n";
+  const int fd = connect_to(port);
+  ASSERT_GE(fd, 0);
+  const auto r = converse(fd, request);
+  close(fd);
+  EXPECT_EQ(status_of(r), 431) << r.value_or("(no answer)").substr(0, 200);
+  // The agent serves normally afterwards.
+  EXPECT_EQ(status_of(get(port, "/health")), 200);
+}
+
+TEST(AgentEndpoint, BodiesAndOtherMethodsAreRefused) {
+  AgentProcess agent(kL4, {"--device-plugin=false"});
+  const int port = agent.port();
+  ASSERT_NE(port, 0) << agent.log();
+  {
+    const int fd = connect_to(port);
+    const auto r = converse(fd, "POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello");
+    close(fd);
+    EXPECT_EQ(status_of(r), 405);
+    EXPECT_THAT(r.value_or(""), HasSubstr("Allow: GET, HEAD"));
+  }
+  {
+    const int fd = connect_to(port);
+    const auto r = converse(fd, "GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000\r\n\r\nxx");
+    close(fd);
+    EXPECT_EQ(status_of(r), 413);
+  }
+  {
+    const int fd = connect_to(port);
+    const auto r = converse(fd, "HEAD /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    close(fd);
+    EXPECT_EQ(status_of(r), 200);
+  }
+  EXPECT_EQ(status_of(get(port, "/nothing-here")), 404);
+}
+
+TEST(AgentEndpoint, KeptAliveConnectionServesManyScrapes) {
+  AgentProcess agent(kL4, {"--device-plugin=false"});
+  const int port = agent.port();
+  ASSERT_NE(port, 0) << agent.log();
+  const int fd = connect_to(port);
+  ASSERT_GE(fd, 0);
+  for (int i = 0; i < 20; ++i) {
+    const auto r = converse(fd, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+    ASSERT_EQ(status_of(r), 200) << "scrape " << i;
+    EXPECT_THAT(*r, HasSubstr("DCGM_FI_DEV_GPU_TEMP"));
+  }
+  close(fd);
+}
+
+TEST(AgentEndpoint, HealthIsLivenessAndReadyListsWhatIsWrong) {
+  AgentProcess agent(kL4, {"--device-plugin=false"});
+  const int port = agent.port();
+  ASSERT_NE(port, 0) << agent.log();
+  EXPECT_EQ(status_of(get(port, "/ready")), 200);
+  agent.node().rewrite(std::string(kL4) + "faults: {lost: [2]}\n");
+  std::optional<std::string> ready;
+  for (int i = 0; i < 300 && status_of(ready) != 503; ++i) {
+    std::this_thread::sleep_for(20ms);
+    ready = get(port, "/ready");
+  }
+  EXPECT_EQ(status_of(ready), 503);
+  EXPECT_THAT(ready.value_or(""), HasSubstr("GPU 2 ("));
+  EXPECT_THAT(ready.value_or(""), Not(HasSubstr("GPU 1 (")));
+  // A lost GPU is a readiness problem, not a dead agent.
+  EXPECT_EQ(status_of(get(port, "/health")), 200);
+}
+
+TEST(AgentEndpoint, NvmlDownWithFailOnInitErrorFalseKeepsServing) {
+  const std::string node = std::string(kL4) + "faults: {init: DRIVER_NOT_LOADED}\n";
+  {
+    AgentProcess agent(node, {"--device-plugin=false"});
+    const auto st = agent.process().wait(10s);
+    ASSERT_TRUE(st.has_value()) << "failOnInitError defaults to true: the agent must exit";
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << agent.log();
+  }
+  TempDir dp;
+  AgentProcess agent(node, {"--fail-on-init-error=false", "--device-plugin-dir", dp.path().string()});
+  const int port = agent.port();
+  ASSERT_NE(port, 0) << agent.log();
+  EXPECT_THAT(agent.log(), HasSubstr("failOnInitError is false"));
+  EXPECT_EQ(status_of(get(port, "/health")), 200);
+  const auto ready = get(port, "/ready");
+  EXPECT_EQ(status_of(ready), 503);
+  EXPECT_THAT(ready.value_or(""), HasSubstr("NVML"));
+  EXPECT_EQ(status_of(get(port, "/metrics")), 200);
+  EXPECT_TRUE(agent.process().running());
+}
+
+TEST(AgentEndpoint, SigtermEndsTheAgentEvenWhileNvmlHangs) {
+  AgentProcess agent(kL4, {"--device-plugin=false"});
+  const int port = agent.port();
+  ASSERT_NE(port, 0) << agent.log();
+  // Every NVML call now blocks for a minute (a hung driver), the sampler's included.
+  agent.node().rewrite(std::string(kL4) + "faults: {calls: [{call: nvmlDeviceGetCount_v2, delayMs: 60000}]}\n");
+  std::this_thread::sleep_for(600ms);  // the sampler (200 ms interval) is inside the call by now
+  ASSERT_EQ(kill(agent.process().pid(), SIGTERM), 0);
+  const auto st = agent.process().wait(5s);
+  ASSERT_TRUE(st.has_value()) << "still running 5 s after SIGTERM\n" << agent.log();
+  EXPECT_TRUE(WIFEXITED(*st)) << agent.log();
+}
+
+TEST(AgentEndpoint, SigtermDuringStartIsHonoured) {
+  // NVML hangs while the agent starts (before it listens); SIGTERM must still shut it down in an
+  // orderly way (exit status, not death by the signal).
+  AgentProcess agent(std::string(kL4) + "faults: {calls: [{call: nvmlDeviceGetCount_v2, delayMs: 60000}]}\n",
+                     {"--device-plugin=false"});
+  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(agent.process().running()) << agent.log();
+  ASSERT_EQ(kill(agent.process().pid(), SIGTERM), 0);
+  const auto st = agent.process().wait(5s);
+  ASSERT_TRUE(st.has_value()) << agent.log();
+  EXPECT_TRUE(WIFEXITED(*st)) << "ended by the signal instead of shutting down: " << agent.log();
+}
+
+}  // namespace
+}  // namespace kgpu::testing
