@@ -29,7 +29,7 @@ pad = (1 << 20) - size - 1
 lines.append("#" + "x" * (pad - 2) + "\n")
 open(f"{d}/full-configmap.yaml", "w").write("".join(lines))
 # 1 MiB of flow-list items: refused by the node limit.
-items = ", ".join(["x"] * 200000)
+items = ", ".join(["x"] * 340000)
 open(f"{d}/many-nodes.yaml", "w").write(f"flags:\n  unknown: [{items}]\n"[: 1 << 20])
 bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n"
 for k in range(1, 12):
@@ -49,12 +49,11 @@ for c in full-configmap many-nodes alias-bomb replicas 50mb; do
   f="$tmp/$c.yaml"
   size=$(stat -c %s "$f")
   set +e
-  out=$( { /usr/bin/time -f "%M %e" timeout -s INT 3 "$kgpu" agent --nvml-library "$fake" -a 127.0.0.1:0 \
+  /usr/bin/time -o "$tmp/time" -f "%M %e" timeout -s INT 3 "$kgpu" agent --nvml-library "$fake" -a 127.0.0.1:0 \
       --pod-resources-socket "" --device-plugin-dir "$tmp/dp" --cdi-root "" --labels=false \
-      --config-file "$f" >"$tmp/log" 2>&1; } 2>&1 | tail -1)
-  rc=$?
+      --config-file "$f" >"$tmp/log" 2>&1
   set -e
-  read -r rss wall <<<"$out"
+  read -r rss wall < <(tail -1 "$tmp/time")
   if grep -q "listening on" "$tmp/log"; then outcome="accepted ($(grep -c 'config:' "$tmp/log") warning lines)";
   else outcome="refused: $(grep -o 'kgpu agent: .*' "$tmp/log" | head -1 | cut -c13-110)"; fi
   echo "| $c | $((size / 1024)) KiB | $outcome | $((rss / 1024)) MiB | ${wall} s |"

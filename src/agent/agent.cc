@@ -256,8 +256,12 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     serving.sampler = nullptr;
     serving.plugins = nullptr;
   }
-  if (sampler) sampler->stop();
+  // Each side waits up to one NVML event timeout for its watcher: stop them side by side.
+  std::thread sampler_stop([&] {
+    if (sampler) sampler->stop();
+  });
   if (plugins) plugins->stop();
+  sampler_stop.join();
   return status;
 }
 

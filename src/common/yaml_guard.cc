@@ -81,31 +81,29 @@ class Counter final : public YAML::EventHandler {
   std::unordered_map<YAML::anchor_t, size_t> sizes_;     // anchor -> nodes it stands for
 };
 
-const char* control_name(unsigned char c) {
-  switch (c) {
-    case 0: return "NUL";
-    case 0x1b: return "ESC";
-    case 0x7f: return "DEL";
-    default: return "control";
-  }
-}
-
 }  // namespace
 
-std::optional<std::string> forbidden_byte(std::string_view text, const std::string& source) {
-  int line = 1;
-  size_t line_start = 0;
+std::optional<ForbiddenByte> find_forbidden_byte(std::string_view text) {
+  size_t line = 1, line_start = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c == '\n') {
       ++line;
       line_start = i + 1;
     } else if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
-      return fmt::format("{}:{}:{}: {} byte (0x{:02x}) is not allowed in YAML (a binary or corrupted file?)", source,
-                         line, i - line_start + 1, control_name(c), c);
+      return ForbiddenByte{line, i - line_start + 1, c};
     }
   }
   return std::nullopt;
+}
+
+std::string ForbiddenByte::message(size_t first_line) const {
+  const size_t at = first_line + line - 1;
+  if (byte == 0) return fmt::format("NUL byte (\\0) at line {}, column {}: not valid in YAML (a binary file?)", at, column);
+  return fmt::format(
+      "control byte 0x{:02x} at line {}, column {}: not valid in YAML (write it as \"\\x{:02x}\" in a "
+      "double-quoted string)",
+      byte, at, column, byte);
 }
 
 Result<void> check_yaml(std::string_view text, const std::string& source, const YamlLimits& limits) {
@@ -113,7 +111,7 @@ Result<void> check_yaml(std::string_view text, const std::string& source, const 
     return fail(ErrorCode::kInvalidArgument, "{}: {} bytes, more than the limit of {} bytes: refused", source,
                 text.size(), limits.max_bytes);
   }
-  if (auto bad = forbidden_byte(text, source)) return std::unexpected(Error{ErrorCode::kInvalidArgument, *bad});
+  if (auto bad = find_forbidden_byte(text)) return fail(ErrorCode::kInvalidArgument, "{}: {}", source, bad->message());
   if (auto p = scan_yaml(text, limits)) {
     return fail(ErrorCode::kInvalidArgument, "{}:{}: {}", source, p->line, p->message);
   }

@@ -38,8 +38,15 @@ std::optional<YamlProblem> scan_yaml(std::string_view text, const YamlLimits& li
 // Both also stop a stream that makes no progress: yaml-cpp 0.7 reads a stray top-level ',' as an
 // endless run of empty documents (its LoadAll never returns); that is reported as an error.
 
-// The first byte YAML does not allow in a document (NUL, C0 controls but tab/LF/CR, DEL), as
-// "<source>:<line>:<column>: <name> byte (0xNN) ..."; nullopt when there is none.
-std::optional<std::string> forbidden_byte(std::string_view text, const std::string& source);
+// A byte YAML does not allow anywhere in a document: NUL, C0 controls other than tab, LF and CR,
+// and DEL. yaml-cpp reports them confusingly ("unknown escape character") or not at all.
+struct ForbiddenByte {
+  size_t line = 0;    // 1-based within the text scanned
+  size_t column = 0;  // 1-based
+  unsigned char byte = 0;
+  // "NUL byte (\0) at line L, column C: ..." with L counted from `first_line` for line 1.
+  std::string message(size_t first_line = 1) const;
+};
+std::optional<ForbiddenByte> find_forbidden_byte(std::string_view text);
 
 }  // namespace kgpu

@@ -598,31 +598,6 @@ class YamlConverter {
   size_t error_line_ = 0;
 };
 
-// The first byte of `chunk` that YAML does not allow anywhere (C0 controls other than tab, LF and
-// CR; DEL), as a message naming it and its line, or "" when there is none. yaml-cpp reports such
-// bytes confusingly ("unknown escape character", "end of map not found") or not at all.
-std::string bad_yaml_byte(std::string_view chunk, size_t first_line, size_t* line) {
-  size_t at = first_line;
-  for (size_t i = 0; i < chunk.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(chunk[i]);
-    if (c == '\n') {
-      ++at;
-      continue;
-    }
-    if (c >= 0x20 && c != 0x7f) continue;
-    if (c == '\t' || c == '\r') continue;
-    *line = at;
-    const size_t line_start = chunk.rfind('\n', i == 0 ? 0 : i - 1);
-    const size_t column = line_start == std::string_view::npos || i == 0 ? i + 1 : i - line_start;
-    if (c == 0) return fmt::format("NUL byte (\\0) at line {}, column {}: not valid in YAML (a binary file?)", at, column);
-    return fmt::format(
-        "control byte 0x{:02x} at line {}, column {}: not valid in YAML (write it as \"\\x{:02x}\" in a "
-        "double-quoted string)",
-        c, at, column, c);
-  }
-  return {};
-}
-
 // [offset, line) of each "---"-started chunk; the first chunk starts at 0.
 std::vector<std::pair<size_t, size_t>> yaml_chunks(std::string_view text) {
   std::vector<std::pair<size_t, size_t>> chunks{{0, 1}};
@@ -731,9 +706,8 @@ void load_yaml(const std::shared_ptr<Tree>& tree, LoadResult* out, const KindFil
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto [begin, line] = chunks[i];
     const size_t end = i + 1 < chunks.size() ? chunks[i + 1].first : text.size();
-    size_t bad_line = 0;
-    if (std::string message = bad_yaml_byte(text.substr(begin, end - begin), line, &bad_line); !message.empty()) {
-      sink.error(bad_line, std::move(message));
+    if (auto bad = find_forbidden_byte(text.substr(begin, end - begin))) {
+      sink.error(line + bad->line - 1, bad->message(line));
       continue;
     }
     const std::string chunk(text.substr(begin, end - begin));

@@ -430,7 +430,7 @@ TEST(FakeConfig, EmptyUnreadableOrBinaryNodeFilesAreErrorsNotTheDefaultNode) {
     std::string words;
   };
   for (const auto& c : {Case{"", "the node description is empty"}, Case{"# nothing yet\n", "is empty"},
-                        Case{std::string("preset: pcie-t4-2\ngpus: [{model: T4\0}]\n", 36), ":2:"}}) {
+                        Case{std::string("preset: pcie-t4-2\ngpus: [{model: T4\0}]\n", 36), "NUL byte (\\0) at line 2, column 18"}}) {
     FakeNodeFile f(c.content);
     auto node = Node::open(kgpu::testing::fake_library());
     ASSERT_FALSE(node) << "content: " << c.content;

@@ -235,8 +235,7 @@ TEST(SharingConfig, LimitsAreCheckedBeforeAnythingIsAllocated) {
 
   auto nul = parse_config(std::string("version: v1\nflags:\n  migStrategy: no\0ne\n", 38), "nul.yaml");
   ASSERT_FALSE(nul);
-  EXPECT_THAT(nul.error().message, HasSubstr("nul.yaml:3:"));
-  EXPECT_THAT(nul.error().message, HasSubstr("NUL byte"));
+  EXPECT_EQ(nul.error().message, "nul.yaml: NUL byte (\\0) at line 3, column 18: not valid in YAML (a binary file?)");
 
   std::string many = "sharing:\n  timeSlicing:\n    resources:\n";
   for (int i = 0; i < 65; ++i) many += "    - {name: nvidia.com/gpu, replicas: 2}\n";
