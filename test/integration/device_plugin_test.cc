@@ -491,7 +491,9 @@ TEST(DevicePlugin, HostileReloadsAreRejectedQuicklyAndTheLastGoodKeepsServing) {
 TEST(DevicePlugin, GpuUpAndDeviceHealthFollowOneRule) {
   // GPU 1: a call returns GPU_IS_LOST (down for both); GPU 2: a reading fails otherwise (a missing
   // value: up and Healthy for both).
-  Agent agent(kL4, "", {"--health-recovery", "0"});
+  // GPU_IS_LOST from a reading reaches the plugin through the sampler: within one collection
+  // interval (200 ms here) plus one health interval (100 ms).
+  Agent agent(kL4, "", {"--health-recovery", "0", "-c", "200"});
   auto regs = agent.registrations(1);
   PluginClient client(agent.kubelet().plugin_socket(regs[0]));
   first_list(client, 4);
