@@ -87,12 +87,17 @@ int status_of(const std::optional<std::string>& response) {
   return std::stoi(response->substr(9, 3));
 }
 
-std::optional<std::string> get(int port, const std::string& path, std::chrono::milliseconds timeout = 5s) {
+// One request on a new connection.
+std::optional<std::string> ask(int port, const std::string& request, std::chrono::milliseconds timeout = 5s) {
   const int fd = connect_to(port);
   if (fd < 0) return std::nullopt;
-  auto r = converse(fd, "GET " + path + " HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n", timeout);
+  auto r = converse(fd, request, timeout);
   close(fd);
   return r;
+}
+
+std::optional<std::string> get(int port, const std::string& path) {
+  return ask(port, "GET " + path + " HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n");
 }
 
 // The real agent with its port chosen by the system (read back from its log).
@@ -169,10 +174,7 @@ TEST(AgentEndpoint, OversizedHeadersAre431AndTheConnectionIsClosed) {
   std::string request = "GET /metrics HTTP/1.1\r\nHost: agent\r\n";
   for (int i = 0; i < 500'000; ++i) request += "X-a: b\r\n";
   request += "\r\n";
-  const int fd = connect_to(port);
-  ASSERT_GE(fd, 0);
-  const auto r = converse(fd, request);
-  close(fd);
+  const auto r = ask(port, request);
   EXPECT_EQ(status_of(r), 431) << r.value_or("(no answer)").substr(0, 200);
   // The agent serves normally afterwards.
   EXPECT_EQ(status_of(get(port, "/health")), 200);
@@ -182,25 +184,11 @@ TEST(AgentEndpoint, BodiesAndOtherMethodsAreRefused) {
   AgentProcess agent(kL4, {"--device-plugin=false"});
   const int port = agent.port();
   ASSERT_NE(port, 0) << agent.log();
-  {
-    const int fd = connect_to(port);
-    const auto r = converse(fd, "POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello");
-    close(fd);
-    EXPECT_EQ(status_of(r), 405);
-    EXPECT_THAT(r.value_or(""), HasSubstr("Allow: GET, HEAD"));
-  }
-  {
-    const int fd = connect_to(port);
-    const auto r = converse(fd, "GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000\r\n\r\nxx");
-    close(fd);
-    EXPECT_EQ(status_of(r), 413);
-  }
-  {
-    const int fd = connect_to(port);
-    const auto r = converse(fd, "HEAD /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
-    close(fd);
-    EXPECT_EQ(status_of(r), 200);
-  }
+  const auto post = ask(port, "POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(status_of(post), 405);
+  EXPECT_THAT(post.value_or(""), HasSubstr("Allow: GET, HEAD"));
+  EXPECT_EQ(status_of(ask(port, "GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000\r\n\r\nxx")), 413);
+  EXPECT_EQ(status_of(ask(port, "HEAD /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")), 200);
   EXPECT_EQ(status_of(get(port, "/nothing-here")), 404);
 }
 

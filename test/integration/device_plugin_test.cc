@@ -128,6 +128,11 @@ std::vector<DeviceEntry> first_list(PluginClient& client, size_t expected_size) 
   return list.value_or(std::vector<DeviceEntry>{});
 }
 
+// A time-slicing config: every GPU with `replicas` replicas (the count is the file's line 5).
+std::string time_slicing(const std::string& replicas) {
+  return "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: " + replicas + "\n";
+}
+
 constexpr const char* kH100 = "preset: hgx-h100-8\n";
 constexpr const char* kL4 = "preset: pcie-l4-4\n";
 
@@ -425,13 +430,12 @@ TEST(DevicePlugin, HotReloadReRegistersOnlyWhatChanged) {
 }
 
 TEST(DevicePlugin, BadConfigIsRejectedAndTheLastGoodKeepsRunning) {
-  const std::string good = "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n";
+  const std::string good = time_slicing("2");
   Agent agent(kL4, good, {"--device-list-strategy", "envvar"});
   auto regs = agent.registrations(1);
   PluginClient client(agent.kubelet().plugin_socket(regs[0]));
   auto list = first_list(client, 8);
-  std::ofstream(agent.config_path()) << "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
-                                        "      replicas: 1\n";
+  std::ofstream(agent.config_path()) << time_slicing("1");
   ASSERT_TRUE(eventually([&] {
     return agent.metrics().find("\nkgpu_device_plugin_config_last_reload_successful 0\n") != std::string::npos;
   })) << agent.log();
@@ -455,14 +459,13 @@ TEST(DevicePlugin, BadConfigIsRejectedAndTheLastGoodKeepsRunning) {
 }
 
 TEST(DevicePlugin, HostileReloadsAreRejectedQuicklyAndTheLastGoodKeepsServing) {
-  const std::string good = "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n";
+  const std::string good = time_slicing("2");
   Agent agent(kL4, good, {"--device-list-strategy", "envvar"});
   auto regs = agent.registrations(1);
   PluginClient client(agent.kubelet().plugin_socket(regs[0]));
   auto list = first_list(client, 8);
   // Two billion replicas once grew the agent without limit inside the planner.
-  std::ofstream(agent.config_path()) << "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
-                                        "      replicas: 2000000000\n";
+  std::ofstream(agent.config_path()) << time_slicing("2000000000");
   ASSERT_TRUE(eventually([&] {
     return agent.log().find("replicas: at most 1024, got 2000000000") != std::string::npos;
   })) << agent.log();
