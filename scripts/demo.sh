@@ -33,6 +33,8 @@ curl -s "http://127.0.0.1:$port/metrics" | grep -E '^(DCGM_FI_DEV_GPU_UTIL|DCGM_
 echo
 echo "Device plugin sockets (GPUs 0-1 time-sliced x4 as nvidia.com/gpu.shared; no kubelet here, so not registered):"
 ls "$state/device-plugins"
+echo "Readiness (/ready; /health is the liveness probe):"
+curl -s "http://127.0.0.1:$port/ready" || true
 echo "Node labels written for NFD, a few of them:"
 grep -E '^nvidia.com/(gpu[.](product|count|replicas|sharing-strategy)|cuda[.]driver-version[.]full)=' "$state/features.d/gfd" || true
 if [ "$seconds" = 0 ]; then
