@@ -22,11 +22,16 @@ const std::shared_ptr<const std::string>& text(std::string_view s) {
   static const auto bad_method = std::make_shared<const std::string>("only GET and HEAD are served\n");
   static const auto too_large = std::make_shared<const std::string>("request bodies are not accepted\n");
   static const auto internal = std::make_shared<const std::string>("internal error\n");
+  static const auto busy = std::make_shared<const std::string>("too many connections; try again\n");
+  if (s == "503") return busy;
   if (s == "404") return not_found;
   if (s == "405") return bad_method;
   if (s == "413") return too_large;
   return internal;
 }
+
+// Connections accepted past the limit, only to be answered 503 and closed.
+constexpr unsigned kReserve = 64;
 
 void release_body(void* cls) { delete static_cast<std::shared_ptr<const std::string>*>(cls); }
 
@@ -40,6 +45,7 @@ MHD_Result queue(MHD_Connection* c, const HttpResponse& r, bool close = false) {
   }
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
   if (r.status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  if (r.status == MHD_HTTP_SERVICE_UNAVAILABLE && close) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   const MHD_Result q = MHD_queue_response(c, static_cast<unsigned>(r.status), resp);
   MHD_destroy_response(resp);
@@ -63,6 +69,12 @@ struct HttpServer::Impl {
   std::map<std::string, Handler, std::less<>> routes;
   MHD_Daemon* daemon = nullptr;
 
+  // More connections open than the limit (the daemon accepts kReserve more, to say so).
+  bool over_limit() const {
+    const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info != nullptr && info->num_connections > options.max_connections;
+  }
+
   static MHD_Result on_request(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
                                const char*, size_t* upload_size, void** state) {
     auto* self = static_cast<Impl*>(cls);
@@ -70,6 +82,7 @@ struct HttpServer::Impl {
     if (*state == nullptr) {
       // Headers are in; decide before any body is read.
       *state = self;
+      if (self->over_limit()) return queue(c, plain(503, "503"), true);
       if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD) return queue(c, plain(405, "405"), true);
       const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
       const char* chunked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
@@ -104,8 +117,8 @@ Result<int> HttpServer::start(const std::string& host, int port) {
   if (impl_->daemon != nullptr) return fail(ErrorCode::kInternal, "HTTP server already started");
   // Enough descriptors for the connection limit (containers usually allow far more already).
   rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < impl_->options.max_connections + 64u) {
-    nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, impl_->options.max_connections + 64u);
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < impl_->options.max_connections + kReserve + 64u) {
+    nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, impl_->options.max_connections + kReserve + 64u);
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
 
@@ -141,7 +154,7 @@ Result<int> HttpServer::start(const std::string& host, int port) {
   impl_->daemon = MHD_start_daemon(
       flags, 0, nullptr, nullptr, &Impl::on_request, impl_.get(),  //
       MHD_OPTION_LISTEN_SOCKET, fd,                                //
-      MHD_OPTION_CONNECTION_LIMIT, impl_->options.max_connections,
+      MHD_OPTION_CONNECTION_LIMIT, impl_->options.max_connections + kReserve,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, impl_->options.max_header_bytes,
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(impl_->options.idle_timeout.count()),
       MHD_OPTION_NOTIFY_CONNECTION, &set_nodelay, nullptr,  //

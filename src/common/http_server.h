@@ -6,8 +6,9 @@
 //   - request line and headers together fit in `max_header_bytes`, else 431 and the connection
 //     is closed (the buffer is per connection and released with it);
 //   - request bodies are not accepted (413 for any body, 405 for methods other than GET/HEAD);
-//   - a connection idle for `idle_timeout` is closed; connections beyond `max_connections` are
-//     closed at accept.
+//   - a connection idle for `idle_timeout` is closed; a request on a connection beyond
+//     `max_connections` is answered 503 (Retry-After: 1) and closed; beyond 64 more, connections
+//     are closed at accept.
 // Responses go out in one write where the socket allows it, with TCP_NODELAY set, so a kept-alive
 // scrape never waits on the client's delayed ACK.
 //
