@@ -9,7 +9,7 @@ NODE ?= examples/nodes/dgx-h100.yaml
 RUN_FOR ?= 20
 CMAKE_COMMON = -G Ninja -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: setup build build-asan run test test-plain test-asan bench clean
+.PHONY: setup build build-asan run test test-plain test-asan bench fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -41,6 +41,12 @@ bench: build
 	$(BUILD)/bench/gpu_bench
 	$(BUILD)/bench/agent_load 20 2000
 	$(BUILD)/bench/device_plugin_bench
+	bench/http_overload.py $(BUILD)
+	bench/config_memory.sh $(BUILD)
+
+# Fuzz every parser and wire decoder for FUZZ_TIME seconds each (tools/fuzz/README.md).
+fuzz: setup
+	tools/fuzz/run.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
