@@ -5,7 +5,6 @@
 #include <yaml-cpp/mark.h>
 #include <yaml-cpp/parser.h>
 
-#include <algorithm>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -50,10 +49,10 @@ class Counter final : public YAML::EventHandler {
 
  private:
   void add(const YAML::Mark& m, size_t n) {
-    nodes_ = n > limits_.max_nodes - std::min(nodes_, limits_.max_nodes) ? limits_.max_nodes + 1 : nodes_ + n;
-    if (nodes_ > limits_.max_nodes) {
+    if (n > limits_.max_nodes || nodes_ > limits_.max_nodes - n) {
       throw LimitCrossed{m.line + 1, fmt::format("more than {} YAML nodes (aliases expanded): refused", limits_.max_nodes)};
     }
+    nodes_ += n;
   }
   void leaf(const YAML::Mark& m, YAML::anchor_t a) {
     add(m, 1);
