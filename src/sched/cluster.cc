@@ -15,6 +15,28 @@ uint64_t next_version() {
 }
 }  // namespace
 
+Cluster::Identity::Identity() : value(next_version()) {}
+Cluster::Identity::Identity(const Identity&) : value(next_version()) {}
+Cluster::Identity& Cluster::Identity::operator=(const Identity&) {
+  value = next_version();
+  return *this;
+}
+
+void Cluster::record(size_t node) {
+  log_.push_back(static_cast<uint32_t>(node));
+  const size_t keep = std::max<size_t>(65536, 8 * nodes_.size());
+  if (log_.size() > 2 * keep) {
+    const size_t drop = log_.size() - keep;
+    log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(drop));
+    log_base_ += drop;
+  }
+}
+
+std::optional<std::span<const uint32_t>> Cluster::changes_since(uint64_t seq) const {
+  if (seq < log_base_ || seq > change_seq()) return std::nullopt;
+  return std::span<const uint32_t>(log_).subspan(seq - log_base_);
+}
+
 bool Toleration::tolerates(const Taint& t) const {
   if (!effect.empty() && effect != t.effect) return false;
   if (key.empty()) return op == "Exists";
@@ -44,6 +66,7 @@ void Cluster::assign(const Pod& pod, const Placement& p) {
   gpu_allocated_ += pod.gpu_request();
   ++n.pods;
   n.version = next_version();
+  record(p.node);
   if (pod.num_gpu > 0) ++n.gpu_pods_by_tag[pod.gpu_tag()];
 }
 
@@ -55,6 +78,7 @@ void Cluster::release(const Pod& pod, const Placement& p) {
   gpu_allocated_ -= pod.gpu_request();
   --n.pods;
   n.version = next_version();
+  record(p.node);
   if (pod.num_gpu > 0 && --n.gpu_pods_by_tag[pod.gpu_tag()] == 0) n.gpu_pods_by_tag.erase(pod.gpu_tag());
 }
 

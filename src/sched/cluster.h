@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,7 @@ struct Placement {
 class Cluster {
  public:
   explicit Cluster(std::vector<Node> nodes);
+  // Copies get an identity of their own (id()), so caches of one copy never serve another.
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node& node(size_t i) const { return nodes_[i]; }
@@ -81,9 +83,29 @@ class Cluster {
   void assign(const Pod& pod, const Placement& p);
   void release(const Pod& pod, const Placement& p);
 
+  // Process-wide unique identity of this object (new for every copy), for caches keyed on it.
+  uint64_t id() const { return id_.value; }
+  // Change log: every assign/release appends the node index it changed. change_seq() is the
+  // sequence number the next change will get; changes_since(seq) lists the nodes changed since
+  // (with repeats), or nullopt when that part of the log was trimmed (the log keeps at least the
+  // last max(65536, 8 x nodes) changes). The span is valid until the next assign/release.
+  uint64_t change_seq() const { return log_base_ + log_.size(); }
+  std::optional<std::span<const uint32_t>> changes_since(uint64_t seq) const;
+
  private:
+  struct Identity {
+    uint64_t value;
+    Identity();
+    Identity(const Identity&);
+    Identity& operator=(const Identity&);
+  };
+  void record(size_t node);
+
   std::vector<Node> nodes_;
   int64_t gpu_capacity_ = 0, gpu_allocated_ = 0;
+  std::vector<uint32_t> log_;
+  uint64_t log_base_ = 0;  // sequence number of log_[0]
+  Identity id_;
 };
 
 // The GPUs a pod would take on a node by default: for a share, the fitting GPU with the least

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 namespace kgpu::sched {
@@ -79,6 +81,7 @@ std::optional<std::vector<int>> random_gpus(const Pod& pod, const Node& n, std::
 
 class LeastAllocated : public ScorePlugin {
  public:
+  bool pure() const override { return true; }
   explicit LeastAllocated(bool most) : most_(most) {}
   const char* name() const override { return most_ ? "MostAllocated" : "LeastAllocated"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
@@ -117,6 +120,7 @@ class RandomPolicy : public ScorePlugin {
 // Tetris: 100 * (1 - dot/2) of the node's free and the pod's requested (CPU, GPU) vectors.
 class DotProduct : public ScorePlugin {
  public:
+  bool pure() const override { return true; }
   const char* name() const override { return "DotProduct"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
@@ -131,6 +135,7 @@ class DotProduct : public ScorePlugin {
 // Prefer nodes whose GPU pods are of the same class (share-gpu, 1-gpu, 2-gpu...), and fuller nodes.
 class GpuClustering : public ScorePlugin {
  public:
+  bool pure() const override { return true; }
   const char* name() const override { return "GpuClustering"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
@@ -151,6 +156,7 @@ class GpuClustering : public ScorePlugin {
 // Prefer GPUs already shared, then free GPUs on nodes already in use, then idle nodes.
 class GpuPacking : public ScorePlugin {
  public:
+  bool pure() const override { return true; }
   const char* name() const override { return "GpuPacking"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
@@ -175,6 +181,7 @@ double leftover(const Pod& pod, const Node& n) {
 
 class BestFit : public ScorePlugin {
  public:
+  bool pure() const override { return true; }
   const char* name() const override { return "BestFit"; }
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
@@ -194,6 +201,7 @@ class Fgd : public ScorePlugin {
  public:
   Fgd(const SchedulingContext& ctx, bool pack) : workload_(ctx.workload), pack_(pack && multi_gpu_share() < 0.2) {}
   const char* name() const override { return pack_ ? "FGDPack" : "FGD"; }
+  bool pure() const override { return true; }  // the caches below hold values, never decide
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
     std::vector<std::vector<int>> candidates;
     if (pod.sharing()) {
@@ -269,7 +277,223 @@ Framework::Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::un
                      TieBreak tie_break)
     : filters_(std::move(filters)), score_(std::move(score)), tie_break_(tie_break) {}
 
+// ---- the incremental path (see Framework's comment) ----
+
+namespace {
+
+constexpr double kNone = -std::numeric_limits<double>::infinity();  // no placement on the node
+constexpr uint32_t kScored = 0;       // status: passed the filters and scored
+constexpr uint32_t kNoPlacement = 1;  // status: passed the filters, the plugin found no GPUs
+constexpr size_t kMaxShapes = 512;
+
+void put(std::string& out, int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void put(std::string& out, const std::string& v) {
+  put(out, static_cast<int64_t>(v.size()));
+  out += v;
+}
+
+// Everything of a pod the filters and score plugins read.
+std::string shape_key(const Pod& p) {
+  std::string k;
+  put(k, p.cpu_milli);
+  put(k, p.memory_mib);
+  put(k, p.num_gpu);
+  put(k, p.gpu_milli);
+  put(k, static_cast<int64_t>(p.gpu_models.size()));
+  for (const auto& m : p.gpu_models) put(k, m);
+  put(k, static_cast<int64_t>(p.node_selector.size()));
+  for (const auto& [a, b] : p.node_selector) {
+    put(k, a);
+    put(k, b);
+  }
+  put(k, static_cast<int64_t>(p.tolerations.size()));
+  for (const auto& t : p.tolerations) {
+    put(k, t.key);
+    put(k, t.op);
+    put(k, t.value);
+    put(k, t.effect);
+  }
+  return k;
+}
+
+// Everything of a node the filters and score plugins read (all but its name and version).
+std::string state_key(const Node& n) {
+  std::string k;
+  put(k, n.cpu_milli);
+  put(k, n.memory_mib);
+  put(k, n.gpu_model);
+  put(k, static_cast<int64_t>(n.labels.size()));
+  for (const auto& [a, b] : n.labels) {
+    put(k, a);
+    put(k, b);
+  }
+  put(k, static_cast<int64_t>(n.taints.size()));
+  for (const auto& t : n.taints) {
+    put(k, t.key);
+    put(k, t.value);
+    put(k, t.effect);
+  }
+  put(k, static_cast<int64_t>(n.gpu_free.size()));
+  for (int g : n.gpu_free) put(k, g);
+  put(k, n.cpu_free);
+  put(k, n.memory_free);
+  put(k, static_cast<int64_t>(n.gpu_pods_by_tag.size()));
+  for (const auto& [tag, c] : n.gpu_pods_by_tag) {
+    put(k, tag);
+    put(k, c);
+  }
+  put(k, n.pods);
+  return k;
+}
+
+// One pod shape's view of the cluster: each node's status (kScored, kNoPlacement or a filter
+// reason's id) and score in a max-tree whose leaves are the nodes in cluster order.
+struct ShapeCache {
+  uint64_t seq = 0;   // the Cluster::change_seq() it reflects
+  uint64_t used = 0;  // Index::clock at its last use (LRU)
+  size_t leaves = 1;  // power of two >= nodes
+  std::vector<double> tree;      // tree[1] the root, tree[leaves + i] node i (kNone: no placement)
+  std::vector<uint32_t> status;  // per node
+  std::vector<int64_t> counts;   // nodes per status id
+
+  void set(size_t i, uint32_t st, double score) {
+    if (counts.size() <= st) counts.resize(st + 1, 0);
+    --counts[status[i]];
+    ++counts[st];
+    status[i] = st;
+    size_t x = leaves + i;
+    tree[x] = score;
+    for (x /= 2; x >= 1; x /= 2) {
+      const double m = std::max(tree[2 * x], tree[2 * x + 1]);
+      if (tree[x] == m) break;  // the rest of the path is unchanged
+      tree[x] = m;
+    }
+  }
+  // The first node in cluster order with the highest score, or nullopt.
+  std::optional<size_t> best() const {
+    if (tree[1] == kNone) return std::nullopt;
+    size_t x = 1;
+    while (x < leaves) x = tree[2 * x] == tree[x] ? 2 * x : 2 * x + 1;
+    return x - leaves;
+  }
+};
+
+}  // namespace
+
+// Owned by one Framework; single-threaded like it.
+struct Framework::Index {
+  uint64_t cluster_id = 0;
+  size_t nodes = 0;
+  std::vector<std::string> reasons{"", "no placement on the node's GPUs"};  // by status id
+  std::unordered_map<std::string, uint32_t> reason_ids;
+  std::vector<std::string> keys;   // state_key per node, valid while versions[i] == node.version
+  std::vector<uint64_t> versions;  // 0: not computed
+  std::vector<uint64_t> stamps;    // dedupes a refresh's node list
+  uint64_t stamp = 0, clock = 0;
+  std::unordered_map<std::string, ShapeCache> shapes;
+  std::mt19937_64 unused_rng;  // pure plugins never draw from it
+
+  uint32_t reason_id(const std::string& r) {
+    auto [it, added] = reason_ids.try_emplace(r, static_cast<uint32_t>(reasons.size()));
+    if (added) reasons.push_back(r);
+    return it->second;
+  }
+  const std::string& key(const Cluster& c, size_t i) {
+    const Node& n = c.node(i);
+    if (versions[i] != n.version) {
+      keys[i] = state_key(n);
+      versions[i] = n.version;
+    }
+    return keys[i];
+  }
+};
+
+Framework::~Framework() = default;
+Framework::Framework(Framework&&) noexcept = default;
+Framework& Framework::operator=(Framework&&) noexcept = default;
+
+Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt19937_64& rng) {
+  if (!index_) index_ = std::make_unique<Index>();
+  Index& ix = *index_;
+  const size_t n = cluster.nodes().size();
+  if (ix.cluster_id != cluster.id() || ix.nodes != n) {
+    ix.shapes.clear();
+    ix.cluster_id = cluster.id();
+    ix.nodes = n;
+    ix.keys.assign(n, std::string());
+    ix.versions.assign(n, 0);
+    ix.stamps.assign(n, 0);
+  }
+  // A node's status and score for this pod, exactly as the full scan computes them.
+  auto evaluate = [&](size_t i) -> std::pair<uint32_t, double> {
+    const Node& node = cluster.node(i);
+    for (const auto& f : filters_) {
+      if (auto reason = f->filter(pod, node)) return {ix.reason_id(*reason), kNone};
+    }
+    auto s = score_->score(pod, node, ix.unused_rng);
+    if (!s) return {kNoPlacement, kNone};
+    return {kScored, s->score};
+  };
+  auto [it, added] = ix.shapes.try_emplace(shape_key(pod));
+  ShapeCache& sc = it->second;
+  sc.used = ++ix.clock;
+  const auto changed = added ? std::nullopt : cluster.changes_since(sc.seq);
+  if (!changed) {
+    // Build: each distinct node state is evaluated once.
+    sc.leaves = 1;
+    while (sc.leaves < n) sc.leaves *= 2;
+    sc.tree.assign(2 * sc.leaves, kNone);
+    sc.status.assign(n, kScored);
+    sc.counts.assign(ix.reasons.size(), 0);
+    std::unordered_map<std::string_view, std::pair<uint32_t, double>> seen;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& k = ix.key(cluster, i);
+      auto found = seen.find(k);
+      if (found == seen.end()) found = seen.emplace(k, evaluate(i)).first;
+      const auto [st, score] = found->second;
+      if (sc.counts.size() <= st) sc.counts.resize(st + 1, 0);
+      ++sc.counts[st];
+      sc.status[i] = st;
+      sc.tree[sc.leaves + i] = score;
+    }
+    for (size_t x = sc.leaves - 1; x >= 1; --x) sc.tree[x] = std::max(sc.tree[2 * x], sc.tree[2 * x + 1]);
+  } else {
+    ++ix.stamp;
+    for (uint32_t i : *changed) {
+      if (ix.stamps[i] == ix.stamp) continue;
+      ix.stamps[i] = ix.stamp;
+      const auto [st, score] = evaluate(i);
+      sc.set(i, st, score);
+    }
+  }
+  sc.seq = cluster.change_seq();
+
+  Outcome out;
+  out.nodes = n;
+  for (size_t st = 0; st < sc.counts.size(); ++st) {
+    if (st == kScored || st == kNoPlacement) out.feasible += static_cast<size_t>(sc.counts[st]);
+    if (st != kScored && sc.counts[st] > 0) out.reasons[ix.reasons[st]] = static_cast<int>(sc.counts[st]);
+  }
+  const auto best = sc.best();
+  if (ix.shapes.size() > kMaxShapes) {
+    auto lru = ix.shapes.end();
+    for (auto s = ix.shapes.begin(); s != ix.shapes.end(); ++s) {
+      if (&s->second != &sc && (lru == ix.shapes.end() || s->second.used < lru->second.used)) lru = s;
+    }
+    ix.shapes.erase(lru);
+  }
+  if (!best) return out;
+  auto s = score_->score(pod, cluster.node(*best), rng);  // pure: the GPUs of the cached score
+  if (!s) return out;  // unreachable for a pure plugin: it scored this node a moment ago
+  Placement p{*best, std::move(s->gpus)};
+  cluster.assign(pod, p);
+  for (const auto& r : reserve_) r->reserve(pod, p, cluster);
+  out.placement = std::move(p);
+  return out;
+}
+
 Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng) {
+  if (incremental_ && tie_break_ == TieBreak::kFirst && score_->pure()) return schedule_indexed(pod, cluster, rng);
   Outcome out;
   out.nodes = cluster.nodes().size();
   feasible_.clear();

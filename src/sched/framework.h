@@ -42,6 +42,10 @@ class ScorePlugin {
   virtual void prepare(const Pod&, const Cluster&) {}
   // Scores a feasible node; nullopt if the plugin finds no placement there after all.
   virtual std::optional<NodeScore> score(const Pod& pod, const Node& node, std::mt19937_64& rng) = 0;
+  // True when score() is a pure function of the pod's shape (CPU, memory, GPU count and share)
+  // and the node's state, never draws from `rng`, and prepare() does nothing: the framework may
+  // then keep scores per pod shape and refresh only the nodes a placement changed.
+  virtual bool pure() const { return false; }
 };
 
 // Told of every placement the framework makes (after the cluster state took it) and of every
@@ -72,12 +76,26 @@ struct SchedulingContext {
   TieBreak tie_break = TieBreak::kRandom;
 };
 
+// Cost of a decision. With TieBreak::kFirst and a pure() score plugin the framework keeps, per
+// pod shape (requests, GPU models, node selector, tolerations), every node's filter outcome and
+// score in a max-tree over cluster order, valid for one Cluster (its id()): a decision refreshes
+// only the nodes changed since that shape was last scheduled (Cluster::changes_since), and a
+// shape's first decision scores each distinct node state once. The result (placement, feasible
+// count, reasons) is exactly the full scan's: the first node in cluster order with the highest
+// score. Other combinations (random tie-break, the Random policy) scan every node as before.
+// Memory: one tree of 16 bytes per node per cached shape (at most 512 shapes, least recently
+// used evicted).
 class Framework {
  public:
   Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score,
             TieBreak tie_break = TieBreak::kRandom);
+  ~Framework();
+  Framework(Framework&&) noexcept;
+  Framework& operator=(Framework&&) noexcept;
   // Chooses a placement for `pod` and applies it to `cluster` (Reserve); Outcome says why not.
   Outcome schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);
+  // false: always scan every node (the reference the incremental path is tested against).
+  void set_incremental(bool on) { incremental_ = on; }
   // Undoes a placement (Unreserve): the pod left, or a later stage rejected it.
   void unreserve(const Pod& pod, const Placement& placement, Cluster& cluster);
   void add_reserve_plugin(std::unique_ptr<ReservePlugin> plugin) { reserve_.push_back(std::move(plugin)); }
@@ -90,6 +108,10 @@ class Framework {
   std::vector<std::unique_ptr<ReservePlugin>> reserve_;
   std::vector<size_t> feasible_;
   std::vector<NodeScore> scores_;
+  bool incremental_ = true;
+  struct Index;  // the per-shape score trees (framework.cc)
+  std::unique_ptr<Index> index_;
+  Outcome schedule_indexed(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);
 };
 
 // The default filters: node selector, taints/tolerations, GPU model, CPU, memory, GPU count/share.

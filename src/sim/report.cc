@@ -109,6 +109,8 @@ std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResul
                          {"peakAllocatedPct", 100 * r.peak_allocated},
                          {"fragmentationPctAt90",
                           r.frag_ratio_at_90 >= 0 ? nlohmann::json(100 * r.frag_ratio_at_90) : nlohmann::json()},
+                         {"placementHash", fmt::format("{:016x}", r.placement_hash)},
+                         {"seconds", r.seconds},
                          {"unscheduledByShape", r.unscheduled_by_shape},
                          {"unscheduledByReason", r.unscheduled_by_reason}});
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <queue>
 #include <random>
 
@@ -39,6 +40,36 @@ struct Recorder {
     r.final_allocated = c.gpu_allocated() / cap;
     r.peak_allocated = std::max(r.peak_allocated, r.final_allocated);
   }
+};
+
+// FNV-1a, 64-bit, over the decisions of one run (see RunResult::placement_hash).
+class PlacementHasher {
+ public:
+  void add(const sched::Pod& pod, const sched::Cluster& c, const std::optional<sched::Placement>& p) {
+    bytes(pod.name.data(), pod.name.size());
+    if (!p) {
+      value(-1);
+      return;
+    }
+    const std::string& node = c.node(p->node).name;
+    bytes(node.data(), node.size());
+    value(static_cast<int64_t>(p->gpus.size()));
+    for (int g : p->gpus) value(g);
+  }
+  uint64_t hash() const { return h_; }
+
+ private:
+  void bytes(const void* data, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h_ ^= b[i];
+      h_ *= 0x100000001b3ULL;
+    }
+    h_ ^= 0xff;  // separator, so that ("ab","c") and ("a","bc") differ
+    h_ *= 0x100000001b3ULL;
+  }
+  void value(int64_t v) { bytes(&v, sizeof v); }
+  uint64_t h_ = 0xcbf29ce484222325ULL;
 };
 
 // Counts an unscheduled pod under its shape and the reason most nodes gave.
@@ -95,6 +126,7 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
   r.policy = o.policy;
   r.seed = o.seed;
   Recorder rec{r, cluster, workload};
+  PlacementHasher hasher;
   const auto target = static_cast<int64_t>(o.target_arrived * static_cast<double>(cluster.gpu_capacity()));
   int64_t arrived = 0;
   std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
@@ -107,6 +139,7 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
     ++r.arrivals;
     arrived += pod.gpu_request();
     auto out = fw->schedule(pod, cluster, sched_rng);
+    hasher.add(pod, cluster, out.placement);
     if (out.placement) {
       ++r.scheduled;
     } else {
@@ -119,6 +152,7 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const 
       o.progress(done);
     }
   }
+  r.placement_hash = hasher.hash();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -140,6 +174,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const s
   r.policy = o.policy;
   r.seed = o.seed;
   Recorder rec{r, cluster, workload};
+  PlacementHasher hasher;
   using Departure = std::pair<int64_t, size_t>;  // (time, pod index)
   std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
   std::map<size_t, sched::Placement> placed;
@@ -155,6 +190,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const s
     ++r.arrivals;
     arrived += pod.gpu_request();
     auto out = fw->schedule(pod, cluster, rng);
+    hasher.add(pod, cluster, out.placement);
     if (out.placement) {
       ++r.scheduled;
       placed[idx] = *out.placement;
@@ -164,6 +200,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const s
     }
     rec.after_arrival(arrived);
   }
+  r.placement_hash = hasher.hash();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

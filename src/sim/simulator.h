@@ -36,6 +36,10 @@ struct RunResult {
   std::map<std::string, int> unscheduled_by_shape;  // "1x0.46 GPU", "2 GPU", "CPU only"
   std::map<std::string, int> unscheduled_by_reason;
   double seconds = 0;
+  // FNV-1a over every decision in arrival order: pod name, then the node's name and the GPU
+  // indices, or a marker when unscheduled. Equal hashes = identical placements (the check that
+  // optimisations of the framework do not move any decision).
+  uint64_t placement_hash = 0;
 };
 
 struct RunOptions {

@@ -218,6 +218,83 @@ TEST(Framework, SelectorsAndTaints) {
   EXPECT_TRUE(place("BestFit", c2, tolerant).placement);
 }
 
+// The incremental path (per-shape score trees, refreshed from the cluster's change log) decides
+// exactly as the full scan: same node, GPUs, feasible count and reasons at every step, through
+// placements and releases, for every deterministic policy, on a cluster with repeated node states,
+// models, labels and taints.
+TEST(Framework, IncrementalDecidesAsTheFullScan) {
+  std::mt19937_64 gen(7);
+  std::vector<Node> nodes;
+  const std::vector<std::string> models = {"T4", "V100M16", "A100"};
+  for (int i = 0; i < 60; ++i) {
+    const int gpus = std::vector<int>{0, 1, 2, 4, 8}[gen() % 5];
+    Node n = node("n" + std::to_string(i), std::vector<int>(static_cast<size_t>(gpus), 1000),
+                  std::vector<int64_t>{32000, 64000, 96000}[gen() % 3], models[gen() % 3]);
+    if (gen() % 7 == 0) n.labels["pool"] = "a";
+    if (gen() % 9 == 0) n.taints.push_back({"dedicated", "x", "NoSchedule"});
+    nodes.push_back(std::move(n));
+  }
+  std::vector<Pod> shapes;
+  for (int i = 0; i < 12; ++i) {
+    const int kind = static_cast<int>(gen() % 4);
+    Pod p = kind == 0   ? pod(0, 0, 2000)
+            : kind == 1 ? pod(1, std::vector<int>{250, 500, 300}[gen() % 3], std::vector<int64_t>{1000, 4000}[gen() % 2])
+            : kind == 2 ? pod(1, 1000, 8000)
+                        : pod(std::vector<int>{2, 4, 8}[gen() % 3], 1000, 16000);
+    if (gen() % 5 == 0) p.gpu_models = {"T4"};
+    if (gen() % 6 == 0) p.node_selector["pool"] = "a";
+    if (gen() % 4 == 0) p.tolerations.push_back({"dedicated", "Exists", "", "NoSchedule"});
+    shapes.push_back(p);
+  }
+  SchedulingContext ctx;
+  ctx.workload = {shape(1, 500, 1000, 0.5), shape(1, 1000, 4000, 0.3), shape(2, 1000, 8000, 0.2)};
+  ctx.tie_break = TieBreak::kFirst;
+  for (const std::string policy : {"LeastAllocated", "MostAllocated", "DotProduct", "GpuClustering", "GpuPacking",
+                                   "BestFit", "FGD", "FGDPack"}) {
+    auto fast = make_framework(policy, ctx), slow = make_framework(policy, ctx);
+    ASSERT_TRUE(fast && slow);
+    slow->set_incremental(false);
+    Cluster a(nodes), b(nodes);
+    std::mt19937_64 ra(1), rb(1), steps(3);
+    std::vector<std::pair<Pod, Placement>> placed;
+    int placements = 0;
+    for (int step = 0; step < 400; ++step) {
+      if (!placed.empty() && steps() % 3 == 0) {  // a pod leaves
+        const size_t k = steps() % placed.size();
+        fast->unreserve(placed[k].first, placed[k].second, a);
+        slow->unreserve(placed[k].first, placed[k].second, b);
+        placed.erase(placed.begin() + static_cast<std::ptrdiff_t>(k));
+        continue;
+      }
+      const Pod& p = shapes[steps() % shapes.size()];
+      const Outcome x = fast->schedule(p, a, ra), y = slow->schedule(p, b, rb);
+      ASSERT_EQ(x.placement.has_value(), y.placement.has_value()) << policy << " step " << step;
+      EXPECT_EQ(x.feasible, y.feasible) << policy << " step " << step;
+      EXPECT_EQ(x.reasons, y.reasons) << policy << " step " << step;
+      if (!x.placement) continue;
+      ASSERT_EQ(x.placement->node, y.placement->node) << policy << " step " << step;
+      ASSERT_EQ(x.placement->gpus, y.placement->gpus) << policy << " step " << step;
+      placed.emplace_back(p, *x.placement);
+      ++placements;
+    }
+    EXPECT_GT(placements, 50) << policy;
+  }
+}
+
+TEST(Cluster, ChangeLogAndIdentity) {
+  Cluster c({node("a", {1000}), node("b", {1000})});
+  const uint64_t start = c.change_seq();
+  c.assign(pod(1, 500), Placement{1, {0}});
+  c.assign(pod(1, 200), Placement{0, {0}});
+  auto changed = c.changes_since(start);
+  ASSERT_TRUE(changed);
+  EXPECT_EQ(std::vector<uint32_t>(changed->begin(), changed->end()), (std::vector<uint32_t>{1, 0}));
+  EXPECT_TRUE(c.changes_since(c.change_seq())->empty());
+  EXPECT_FALSE(c.changes_since(c.change_seq() + 1));
+  Cluster copy = c;
+  EXPECT_NE(copy.id(), c.id());
+}
+
 }  // namespace
 }  // namespace kgpu::sched
 
