@@ -129,6 +129,9 @@ struct SimOptions {
   uint64_t first_seed = 1;
   double target = 1.3;
   std::string tie_break = "first";
+  std::string pending = "queue";
+  double arrival_speedup = 1;
+  int pod_copies = 1;
 };
 
 int cmd_sim(const SimOptions& o) {
@@ -152,6 +155,9 @@ int cmd_sim(const SimOptions& o) {
       ro.seed = o.first_seed + static_cast<uint64_t>(k);
       ro.target_arrived = o.target;
       ro.tie_break = o.tie_break == "first" ? sched::TieBreak::kFirst : sched::TieBreak::kRandom;
+      ro.pending = o.pending == "drop" ? sim::Pending::kDrop : sim::Pending::kQueue;
+      ro.arrival_speedup = o.arrival_speedup;
+      ro.pod_copies = o.pod_copies;
       if (isatty(2))
         ro.progress = [&](double f) {
           fmt::print(stderr, "\r{} seed {}: {:3.0f}%  ({}/{} runs)", policy, ro.seed, 100 * f, done, total);
@@ -331,6 +337,21 @@ int run(int argc, char** argv) {
       ->add_option("--tie-break", so.tie_break,
                    "Among equally scored nodes: random (kube-scheduler) or first (in a per-seed node order)")
       ->check(CLI::IsMember({"random", "first"}))
+      ->capture_default_str();
+  sim_cmd
+      ->add_option("--pending", so.pending,
+                   "Time mode, a pod that fits nowhere: queue (wait and retry as kube-scheduler) or drop")
+      ->check(CLI::IsMember({"queue", "drop"}))
+      ->capture_default_str();
+  sim_cmd
+      ->add_option("--arrival-speedup", so.arrival_speedup,
+                   "Time mode: arrivals this many times as fast (creation times divided), lifetimes unchanged")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str();
+  sim_cmd
+      ->add_option("--pod-copies", so.pod_copies,
+                   "Time mode: every trace pod arrives this many times (load x N, same arrival pattern)")
+      ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   sim_cmd->add_option("--csv", so.csv_path, "Also write every run as CSV to this file");
   sim_cmd->add_option("--svg", so.svg_path, "Write a plot of allocation vs arrived ratio per policy");

@@ -47,6 +47,23 @@ std::vector<PolicySummary> summarize(const std::vector<RunResult>& runs) {
       secs.push_back(r->seconds);
       points = std::min(points, r->curve.size());
     }
+    std::vector<double> p50, p95, p99, never, wait_h, frag_h;
+    for (const auto* r : by[p]) {
+      if (!r->queue.enabled) continue;
+      p50.push_back(r->queue.all.delay_p50);
+      p95.push_back(r->queue.all.delay_p95);
+      p99.push_back(r->queue.all.delay_p99);
+      never.push_back(static_cast<double>(r->queue.all.never_placed));
+      wait_h.push_back(r->queue.all.wait_pod_seconds / 3600);
+      frag_h.push_back(r->queue.all.fragmentation_pod_seconds / 3600);
+    }
+    s.queue_runs = static_cast<int>(p50.size());
+    s.delay_p50_mean = mean_std(p50).first;
+    s.delay_p95_mean = mean_std(p95).first;
+    s.delay_p99_mean = mean_std(p99).first;
+    s.never_placed_mean = mean_std(never).first;
+    s.wait_hours_mean = mean_std(wait_h).first;
+    s.fragmentation_hours_mean = mean_std(frag_h).first;
     s.runs = static_cast<int>(by[p].size());
     std::tie(s.alloc_mean, s.alloc_std) = mean_std(alloc);
     std::tie(s.frag90_mean, s.frag90_std) = mean_std(frag);
@@ -73,22 +90,51 @@ std::string table(const std::vector<PolicySummary>& s) {
     out += fmt::format("{:<16}{:>6}{:>15.2f} ± {:<4.2f}{}{:>14.0f}{:>10.2f}\n", p.policy, p.runs, p.alloc_mean,
                        p.alloc_std, frag, p.unscheduled_mean, p.seconds_mean);
   }
+  if (std::none_of(s.begin(), s.end(), [](const PolicySummary& p) { return p.queue_runs > 0; })) return out;
+  out += fmt::format("\n{:<16}{:>28}{:>14}{:>16}{:>22}\n", "PENDING QUEUE", "DELAY s p50 / p95 / p99",
+                     "NEVER PLACED", "PENDING pod-h", "BEHIND FRAG. pod-h");
+  for (const auto& p : s) {
+    if (p.queue_runs == 0) continue;
+    out += fmt::format("{:<16}{:>28}{:>14.0f}{:>16.1f}{:>22.1f}\n", p.policy,
+                       fmt::format("{:.0f} / {:.0f} / {:.0f}", p.delay_p50_mean, p.delay_p95_mean, p.delay_p99_mean),
+                       p.never_placed_mean, p.wait_hours_mean, p.fragmentation_hours_mean);
+  }
   return out;
 }
 
 std::string csv(const std::vector<RunResult>& runs) {
   std::string out =
-      "policy,seed,arrivals,scheduled,arrived_pct,allocated_pct,peak_allocated_pct,frag_pct_at_90,seconds\n";
+      "policy,seed,arrivals,scheduled,arrived_pct,allocated_pct,peak_allocated_pct,frag_pct_at_90,seconds,"
+      "never_placed,delay_p50_s,delay_p95_s,delay_p99_s,pending_pod_s,fragmentation_pod_s\n";
   for (const auto& r : runs) {
-    out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{},{:.3f}\n", r.policy, r.seed, r.arrivals, r.scheduled,
+    // The queue's columns are empty without a pending queue.
+    const auto& q = r.queue.all;
+    const std::string queue =
+        r.queue.enabled ? fmt::format("{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f}", q.never_placed, q.delay_p50, q.delay_p95,
+                                      q.delay_p99, q.wait_pod_seconds, q.fragmentation_pod_seconds)
+                        : ",,,,,";
+    out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{},{:.3f},{}\n", r.policy, r.seed, r.arrivals, r.scheduled,
                        100 * r.final_arrived, 100 * r.final_allocated, 100 * r.peak_allocated,
-                       r.frag_ratio_at_90 >= 0 ? fmt::format("{:.4f}", 100 * r.frag_ratio_at_90) : "", r.seconds);
+                       r.frag_ratio_at_90 >= 0 ? fmt::format("{:.4f}", 100 * r.frag_ratio_at_90) : "", r.seconds,
+                       queue);
   }
   return out;
 }
 
 std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResult>& runs) {
   nlohmann::json j;
+  auto class_json = [](const ClassQueueStats& c) {
+    return nlohmann::json{{"arrived", c.arrived},
+                          {"placed", c.placed},
+                          {"waited", c.waited},
+                          {"neverPlaced", c.never_placed},
+                          {"delaySecondsP50", c.delay_p50},
+                          {"delaySecondsP95", c.delay_p95},
+                          {"delaySecondsP99", c.delay_p99},
+                          {"delaySecondsMax", c.delay_max},
+                          {"pendingPodSeconds", c.wait_pod_seconds},
+                          {"fragmentationPodSeconds", c.fragmentation_pod_seconds}};
+  };
   for (const auto& p : s) {
     j["policies"].push_back(
         {{"policy", p.policy},
@@ -98,6 +144,7 @@ std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResul
          {"fragmentationPctAt90Mean", p.frag90_runs ? nlohmann::json(p.frag90_mean) : nlohmann::json()},
          {"fragmentationPctAt90Std", p.frag90_runs ? nlohmann::json(p.frag90_std) : nlohmann::json()},
          {"unscheduledMean", p.unscheduled_mean},
+         {"neverPlacedMean", p.queue_runs ? nlohmann::json(p.never_placed_mean) : nlohmann::json()},
          {"secondsMean", p.seconds_mean}});
   }
   for (const auto& r : runs) {
@@ -113,6 +160,15 @@ std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResul
                          {"seconds", r.seconds},
                          {"unscheduledByShape", r.unscheduled_by_shape},
                          {"unscheduledByReason", r.unscheduled_by_reason}});
+    if (r.queue.enabled) {
+      nlohmann::json by_class = nlohmann::json::object();
+      for (const auto& [c, stats] : r.queue.by_class) by_class[gpu_class_name(c)] = class_json(stats);
+      j["runs"].back()["queue"] = {{"attempts", r.queue.attempts},
+                                   {"peakPending", r.queue.peak_pending},
+                                   {"endTime", r.queue.end_time},
+                                   {"all", class_json(r.queue.all)},
+                                   {"byGpuRequest", by_class}};
+    }
   }
   return j.dump(2) + "\n";
 }

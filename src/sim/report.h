@@ -18,6 +18,11 @@ struct PolicySummary {
   double unscheduled_mean = 0;
   double seconds_mean = 0;
   std::vector<CurvePoint> mean_curve;
+  // Time mode with a pending queue (queue_runs > 0): means over those runs of the all-pods
+  // queueing delay percentiles (seconds), pods never placed, pending and fragmentation pod-hours.
+  int queue_runs = 0;
+  double delay_p50_mean = 0, delay_p95_mean = 0, delay_p99_mean = 0;
+  double never_placed_mean = 0, wait_hours_mean = 0, fragmentation_hours_mean = 0;
 };
 
 std::vector<PolicySummary> summarize(const std::vector<RunResult>& runs);

@@ -372,6 +372,7 @@ TEST(Simulator, TimeDrivenFreesCapacity) {
   ASSERT_TRUE(nodes && pods);
   RunOptions o;
   o.policy = "BestFit";
+  o.pending = Pending::kDrop;  // the queue's behaviour: sim_queue_test.cc
   auto r = run_time_driven(*nodes, *pods, o);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->scheduled, 2u);  // b finds the GPU taken; c arrives when a has left
