@@ -1,6 +1,8 @@
 #include "sched/fragmentation.h"
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <map>
 #include <tuple>
 
@@ -39,11 +41,11 @@ namespace {
 // A node state's aggregates, computed once so that each shape's fit is O(1).
 struct State {
   int64_t cpu_free, mem_free;
-  const std::vector<int>& free;
+  std::span<const int> free;
   int64_t idle = 0;
   int max_free = 0;
   int full = 0;
-  State(int64_t cpu, int64_t mem, const std::vector<int>& f) : cpu_free(cpu), mem_free(mem), free(f) {
+  State(int64_t cpu, int64_t mem, std::span<const int> f) : cpu_free(cpu), mem_free(mem), free(f) {
     for (int x : f) {
       idle += x;
       max_free = std::max(max_free, x);
@@ -99,8 +101,18 @@ std::vector<char> allowed_shapes(const std::vector<TaskShape>& workload, const s
 
 double fragmentation_after(const Node& node, const Pod& pod, const std::vector<int>& gpus,
                            const std::vector<TaskShape>& workload, const std::vector<char>* allowed) {
-  std::vector<int> after = node.gpu_free;
-  for (int g : gpus) after[g] -= pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
+  // The free shares after placement: on the stack for nodes of up to 16 GPUs.
+  std::array<int, 16> small;
+  std::vector<int> large;
+  std::span<int> after;
+  if (node.gpu_free.size() <= small.size()) {
+    after = std::span<int>(small.data(), node.gpu_free.size());
+  } else {
+    large.resize(node.gpu_free.size());
+    after = large;
+  }
+  std::copy(node.gpu_free.begin(), node.gpu_free.end(), after.begin());
+  for (int g : gpus) after[static_cast<size_t>(g)] -= pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
   return node_frag(node, workload, State(node.cpu_free - pod.cpu_milli, node.memory_free - pod.memory_mib, after),
                    allowed);
 }

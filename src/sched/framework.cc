@@ -19,11 +19,15 @@ class NodeSelectorFilter : public FilterPlugin {
  public:
   const char* name() const override { return "NodeSelector"; }
   std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
+    if (const char* r = literal_filter(pod, node)) return r;
+    return std::nullopt;
+  }
+  const char* literal_filter(const Pod& pod, const Node& node) const override {
     for (const auto& [k, v] : pod.node_selector) {
       auto it = node.labels.find(k);
       if (it == node.labels.end() || it->second != v) return "node(s) didn't match Pod's node affinity/selector";
     }
-    return std::nullopt;
+    return nullptr;
   }
 };
 
@@ -45,17 +49,21 @@ class ResourceFilter : public FilterPlugin {
  public:
   const char* name() const override { return "NodeResourcesFit"; }
   std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
+    if (const char* r = literal_filter(pod, node)) return r;
+    return std::nullopt;
+  }
+  const char* literal_filter(const Pod& pod, const Node& node) const override {
     if (pod.num_gpu > 0 && !model_allowed(pod.gpu_models, node.gpu_model)) return "GPU model mismatch";
     if (node.cpu_free < pod.cpu_milli) return "Insufficient cpu";
     if (node.memory_free < pod.memory_mib) return "Insufficient memory";
-    if (pod.num_gpu == 0) return std::nullopt;
+    if (pod.num_gpu == 0) return nullptr;
     if (node.gpus() < pod.num_gpu) return "Insufficient nvidia.com/gpu";
     if (pod.sharing()) {
       if (node.max_gpu_free() < pod.gpu_milli) return "insufficient GPU share";
     } else if (node.full_free_gpus() < pod.num_gpu) {
       return "Insufficient nvidia.com/gpu";
     }
-    return std::nullopt;
+    return nullptr;
   }
 };
 
@@ -203,16 +211,6 @@ class Fgd : public ScorePlugin {
   const char* name() const override { return pack_ ? "FGDPack" : "FGD"; }
   bool pure() const override { return true; }  // the caches below hold values, never decide
   std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
-    std::vector<std::vector<int>> candidates;
-    if (pod.sharing()) {
-      // GPUs with equal free shares score equally: the first of each is enough (ties go to it).
-      std::set<int> seen;
-      for (int g = 0; g < n.gpus(); ++g) {
-        if (n.gpu_free[g] >= pod.gpu_milli && seen.insert(n.gpu_free[g]).second) candidates.push_back({g});
-      }
-    } else if (auto gpus = default_gpus(pod, n)) {
-      candidates.push_back(std::move(*gpus));
-    }
     auto mask = masks_.find(n.gpu_model);
     if (mask == masks_.end()) mask = masks_.emplace(n.gpu_model, allowed_shapes(workload_, n.gpu_model)).first;
     auto& cached = before_[&n];  // F_n now, until the node changes
@@ -220,8 +218,9 @@ class Fgd : public ScorePlugin {
       cached = {true, n.version, fragmentation(n, workload_, &mask->second)};
     }
     std::optional<NodeScore> best;
-    for (auto& c : candidates) {
-      const double delta = fragmentation_after(n, pod, c, workload_, &mask->second) - cached.value;
+    // Scores placing the pod on `gpus`; the first best candidate wins.
+    auto consider = [&](const std::vector<int>& gpus) {
+      const double delta = fragmentation_after(n, pod, gpus, workload_, &mask->second) - cached.value;
       const double sigmoid = 1.0 / (1.0 + std::exp(delta / 1000.0));
       double s = std::trunc(100.0 * sigmoid);
       if (pack_) {
@@ -231,7 +230,19 @@ class Fgd : public ScorePlugin {
             (static_cast<double>(n.gpu_free_total()) - static_cast<double>(pod.gpu_request())) / kGpuNorm;
         s = std::trunc(50.0 * sigmoid) + (1.0 - gpu_left) * 1e-3;
       }
-      if (!best || s > best->score) best = NodeScore{s, std::move(c)};
+      if (!best || s > best->score) best = NodeScore{s, gpus};
+    };
+    if (pod.sharing()) {
+      // GPUs with equal free shares score equally: the first of each is enough (ties go to it).
+      for (int g = 0; g < n.gpus(); ++g) {
+        const int free = n.gpu_free[g];
+        if (free < pod.gpu_milli) continue;
+        if (std::find(n.gpu_free.begin(), n.gpu_free.begin() + g, free) != n.gpu_free.begin() + g) continue;
+        one_gpu_.assign(1, g);
+        consider(one_gpu_);
+      }
+    } else if (auto gpus = default_gpus(pod, n)) {
+      consider(*gpus);
     }
     return best;
   }
@@ -256,6 +267,7 @@ class Fgd : public ScorePlugin {
     double value = 0;
   };
   std::unordered_map<const Node*, Cached> before_;
+  std::vector<int> one_gpu_;  // score()'s scratch
   std::unordered_map<std::string, std::vector<char>> masks_;  // GPU model -> shapes allowed on it
 };
 
@@ -357,6 +369,7 @@ struct ShapeCache {
   std::vector<int64_t> counts;   // nodes per status id
 
   void set(size_t i, uint32_t st, double score) {
+    if (status[i] == st && tree[leaves + i] == score) return;  // unchanged (the common case)
     if (counts.size() <= st) counts.resize(st + 1, 0);
     --counts[status[i]];
     ++counts[st];
@@ -386,25 +399,58 @@ struct Framework::Index {
   size_t nodes = 0;
   std::vector<std::string> reasons{"", "no placement on the node's GPUs"};  // by status id
   std::unordered_map<std::string, uint32_t> reason_ids;
-  std::vector<std::string> keys;   // state_key per node, valid while versions[i] == node.version
-  std::vector<uint64_t> versions;  // 0: not computed
+  // Node states interned: equal state_key, equal id. Ids restart (the map is cleared and every
+  // node's id recomputed) when the map passes 2 x nodes + 1024 entries, bounding its memory.
+  std::unordered_map<std::string, uint32_t> state_ids;
+  std::vector<uint32_t> node_state;  // state id per node, valid while versions[i] == node.version
+  std::vector<uint64_t> versions;    // 0: not computed
+  std::vector<uint64_t> state_stamps;                  // per state id: build that evaluated it
+  std::vector<std::pair<uint32_t, double>> state_values;  // per state id: that evaluation
+  uint64_t build = 0;
   std::vector<uint64_t> stamps;    // dedupes a refresh's node list
   uint64_t stamp = 0, clock = 0;
   std::unordered_map<std::string, ShapeCache> shapes;
   std::mt19937_64 unused_rng;  // pure plugins never draw from it
 
+  // The id of a filter reason. A cluster's filters give few distinct reasons (the resource
+  // filter's handful, one per untolerated taint), so the first ones are found by comparison,
+  // without hashing; the map serves any beyond.
   uint32_t reason_id(const std::string& r) {
+    constexpr size_t kLinear = 16;
+    for (size_t k = 2; k < std::min(reasons.size(), kLinear); ++k) {
+      if (reasons[k] == r) return static_cast<uint32_t>(k);
+    }
+    if (reasons.size() < kLinear) {
+      reasons.push_back(r);
+      return static_cast<uint32_t>(reasons.size() - 1);
+    }
     auto [it, added] = reason_ids.try_emplace(r, static_cast<uint32_t>(reasons.size()));
     if (added) reasons.push_back(r);
     return it->second;
   }
-  const std::string& key(const Cluster& c, size_t i) {
+  // reason_id of a literal reason, remembered by its address (equal texts at two addresses
+  // still get one id).
+  std::vector<std::pair<const char*, uint32_t>> literal_ids;
+  uint32_t literal_id(const char* r) {
+    for (const auto& [p, id] : literal_ids) {
+      if (p == r) return id;
+    }
+    literal_ids.emplace_back(r, reason_id(r));
+    return literal_ids.back().second;
+  }
+  uint32_t state(const Cluster& c, size_t i) {
     const Node& n = c.node(i);
     if (versions[i] != n.version) {
-      keys[i] = state_key(n);
+      auto [it, added] = state_ids.try_emplace(state_key(n), static_cast<uint32_t>(state_ids.size()));
+      node_state[i] = it->second;
       versions[i] = n.version;
     }
-    return keys[i];
+    return node_state[i];
+  }
+  void trim_states() {
+    if (state_ids.size() <= 2 * nodes + 1024) return;
+    state_ids.clear();
+    versions.assign(nodes, 0);
   }
 };
 
@@ -420,7 +466,8 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
     ix.shapes.clear();
     ix.cluster_id = cluster.id();
     ix.nodes = n;
-    ix.keys.assign(n, std::string());
+    ix.state_ids.clear();
+    ix.node_state.assign(n, 0);
     ix.versions.assign(n, 0);
     ix.stamps.assign(n, 0);
   }
@@ -428,7 +475,12 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
   auto evaluate = [&](size_t i) -> std::pair<uint32_t, double> {
     const Node& node = cluster.node(i);
     for (const auto& f : filters_) {
-      if (auto reason = f->filter(pod, node)) return {ix.reason_id(*reason), kNone};
+      const char* literal = f->literal_filter(pod, node);
+      if (literal == FilterPlugin::kBuildReason) {
+        if (auto reason = f->filter(pod, node)) return {ix.reason_id(*reason), kNone};
+      } else if (literal != nullptr) {
+        return {ix.literal_id(literal), kNone};
+      }
     }
     auto s = score_->score(pod, node, ix.unused_rng);
     if (!s) return {kNoPlacement, kNone};
@@ -445,12 +497,19 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
     sc.tree.assign(2 * sc.leaves, kNone);
     sc.status.assign(n, kScored);
     sc.counts.assign(ix.reasons.size(), 0);
-    std::unordered_map<std::string_view, std::pair<uint32_t, double>> seen;
+    ix.trim_states();
+    ++ix.build;
     for (size_t i = 0; i < n; ++i) {
-      const std::string& k = ix.key(cluster, i);
-      auto found = seen.find(k);
-      if (found == seen.end()) found = seen.emplace(k, evaluate(i)).first;
-      const auto [st, score] = found->second;
+      const uint32_t id = ix.state(cluster, i);
+      if (id >= ix.state_stamps.size()) {
+        ix.state_stamps.resize(ix.state_ids.size(), 0);
+        ix.state_values.resize(ix.state_ids.size());
+      }
+      if (ix.state_stamps[id] != ix.build) {
+        ix.state_stamps[id] = ix.build;
+        ix.state_values[id] = evaluate(i);
+      }
+      const auto [st, score] = ix.state_values[id];
       if (sc.counts.size() <= st) sc.counts.resize(st + 1, 0);
       ++sc.counts[st];
       sc.status[i] = st;

@@ -27,6 +27,11 @@ class FilterPlugin {
   virtual const char* name() const = 0;
   // nullopt if the pod fits the node, else the reason ("insufficient GPU share").
   virtual std::optional<std::string> filter(const Pod& pod, const Node& node) const = 0;
+  // The same verdict without building a string, for filters whose reasons are string literals:
+  // nullptr if the pod fits, else the reason (static storage, the text filter() returns). The
+  // default returns kBuildReason, which tells the caller to call filter() instead.
+  static constexpr const char* kBuildReason = "<build>";
+  virtual const char* literal_filter(const Pod&, const Node&) const { return kBuildReason; }
 };
 
 struct NodeScore {
@@ -80,7 +85,8 @@ struct SchedulingContext {
 // pod shape (requests, GPU models, node selector, tolerations), every node's filter outcome and
 // score in a max-tree over cluster order, valid for one Cluster (its id()): a decision refreshes
 // only the nodes changed since that shape was last scheduled (Cluster::changes_since), and a
-// shape's first decision scores each distinct node state once. The result (placement, feasible
+// shape's first decision scores each distinct node state once (states are interned to ids once
+// per node change, shared by all shapes). The result (placement, feasible
 // count, reasons) is exactly the full scan's: the first node in cluster order with the highest
 // score. Other combinations (random tie-break, the Random policy) scan every node as before.
 // Memory: one tree of 16 bytes per node per cached shape (at most 512 shapes, least recently
