@@ -1,6 +1,7 @@
 #include "test_env.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <thread>
 
 namespace kgpu::testing {
@@ -52,22 +54,35 @@ std::unique_ptr<gpu::Node> open_fake() {
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                            const std::string& log_path) {
+  // Everything the child needs is built before fork(): a child of a multi-threaded process (gRPC
+  // peers run threads here) may only make async-signal-safe calls until it execs — a malloc there
+  // can deadlock on a lock another thread held at fork time.
+  std::set<std::string> overridden;
+  for (const auto& e : env) overridden.insert(e.substr(0, e.find('=')));
+  std::vector<std::string> environment;
+  for (char** p = environ; *p != nullptr; ++p) {
+    const std::string entry(*p);
+    if (!overridden.contains(entry.substr(0, entry.find('=')))) environment.push_back(entry);
+  }
+  environment.insert(environment.end(), env.begin(), env.end());
+  std::vector<char*> envp, args;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  const int log_fd =
+      log_path.empty() ? -1 : open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   pid_ = fork();
   if (pid_ == 0) {
-    for (const auto& e : env) putenv(strdup(e.c_str()));
-    if (!log_path.empty()) {
-      FILE* log = fopen(log_path.c_str(), "w");
-      if (log != nullptr) {
-        dup2(fileno(log), 1);
-        dup2(fileno(log), 2);
-      }
+    if (log_fd >= 0) {
+      dup2(log_fd, 1);  // the duplicates do not inherit O_CLOEXEC
+      dup2(log_fd, 2);
     }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
+    execve(args[0], args.data(), envp.data());
     _exit(127);
   }
+  if (log_fd >= 0) close(log_fd);
 }
 
 ChildProcess::~ChildProcess() {
