@@ -163,9 +163,9 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   std::unique_ptr<gpu::Node> node;
   std::unique_ptr<DevicePluginManager> plugins;
   std::unique_ptr<metrics::Sampler> sampler;
-  // Opens NVML and starts the plugins and the sampler. Returns false (with the error) when NVML
-  // cannot be opened; a plugin start failure is fatal (it already applied failOnInitError).
-  auto bring_up = [&]() -> Result<bool> {
+  // Opens NVML and starts the plugins and the sampler. An error with `node` still null means NVML
+  // could not be opened; any other error is fatal (the plugins already applied failOnInitError).
+  auto bring_up = [&]() -> Result<void> {
     auto opened = gpu::Node::open(nvml::resolve_library_path(options.nvml_library));
     if (!opened) return std::unexpected(opened.error());
     node = std::move(*opened);
@@ -179,7 +179,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     serving.sampler = sampler.get();
     serving.plugins = plugins.get();
     serving.nvml_error.clear();
-    return true;
+    return {};
   };
   bool waiting_for_nvml = false;
   if (auto up = bring_up(); !up) {
@@ -191,8 +191,8 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
       return 1;
     }
     std::fprintf(stderr,
-                 "kgpu agent: %s; failOnInitError is false: serving without GPUs, retrying NVML every %lld s\n",
-                 up.error().message.c_str(), static_cast<long long>(options.nvml_retry.count()));
+                 "kgpu agent: %s; failOnInitError is false: serving without GPUs, retrying NVML every %.1f s\n",
+                 up.error().message.c_str(), std::chrono::duration<double>(options.nvml_retry).count());
     serving.nvml_error = up.error().message;
     waiting_for_nvml = true;
   }

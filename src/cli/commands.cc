@@ -299,6 +299,12 @@ int run(int argc, char** argv) {
                    "Healthy again after this long without a fault (0: never, as NVIDIA's plugin)")
       ->envname("KGPU_HEALTH_RECOVERY")
       ->capture_default_str();
+  long long nvml_retry_ms = 30000;
+  agent_cmd
+      ->add_option("--nvml-retry-interval", nvml_retry_ms,
+                   "Milliseconds between NVML initialisation attempts while it fails (failOnInitError false)")
+      ->check(CLI::Range(100LL, 3600000LL))
+      ->capture_default_str();
   long long health_interval_ms = 5000;
   agent_cmd->add_option("--health-interval", health_interval_ms, "Milliseconds between GPU health probes")
       ->check(CLI::Range(50LL, 3600000LL))
@@ -375,6 +381,7 @@ int run(int argc, char** argv) {
     ao.sampler.pod_resources_interval = std::chrono::milliseconds(pr_interval_ms);
     ao.plugins.proc_root = ao.sampler.proc_root;
     ao.plugins.health_interval = std::chrono::milliseconds(health_interval_ms);
+    ao.nvml_retry = std::chrono::milliseconds(nvml_retry_ms);
     if (const char* v = std::getenv("DP_DISABLE_HEALTHCHECKS")) ao.plugins.disable_health_checks = v;
     if (const char* v = std::getenv("DP_ENABLE_HEALTHCHECKS")) ao.plugins.enable_health_checks = v;
     if (health_recovery == "0") {

@@ -181,6 +181,24 @@ TEST(AgentEndpoint, NvmlDownWithFailOnInitErrorFalseKeepsServing) {
   EXPECT_TRUE(agent.process().running());
 }
 
+TEST(AgentEndpoint, NvmlThatComesUpLaterIsServed) {
+  // The driver is loaded after the agent started (a driver container): the retry picks it up.
+  AgentProcess agent(std::string(kL4) + "faults: {init: DRIVER_NOT_LOADED}\n",
+                     {"--fail-on-init-error=false", "--device-plugin=false", "--nvml-retry-interval", "200"});
+  const int port = agent.port();
+  ASSERT_NE(port, 0) << agent.log();
+  EXPECT_EQ(status_of(get(port, "/ready")), 503);
+  agent.node().rewrite(kL4);
+  std::optional<std::string> ready;
+  for (int i = 0; i < 250 && status_of(ready) != 200; ++i) {
+    std::this_thread::sleep_for(20ms);
+    ready = get(port, "/ready");
+  }
+  EXPECT_EQ(status_of(ready), 200) << agent.log();
+  EXPECT_THAT(agent.log(), HasSubstr("NVML is up: serving GPUs"));
+  EXPECT_THAT(get(port, "/metrics").value_or(""), HasSubstr("DCGM_FI_DEV_GPU_TEMP"));
+}
+
 TEST(AgentEndpoint, SigtermEndsTheAgentEvenWhileNvmlHangs) {
   AgentProcess agent(kL4, {"--device-plugin=false"});
   const int port = agent.port();
