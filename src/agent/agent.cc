@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <iterator>
 #include <csignal>
 #include <mutex>
 #include <optional>
@@ -72,7 +74,7 @@ std::vector<std::string> readiness_problems(const Serving& s) {
   std::lock_guard lock(s.mu);
   std::vector<std::string> out;
   if (!s.nvml_error.empty()) out.push_back("NVML: " + s.nvml_error);
-  if (s.sampler != nullptr) out = s.sampler->problems();
+  if (s.sampler != nullptr) std::ranges::move(s.sampler->problems(), std::back_inserter(out));
   if (s.plugins != nullptr) {
     const auto st = s.plugins->status();
     if (!st.last_reload_error.empty() && st.resources.empty()) out.push_back("device plugin: " + st.last_reload_error);
@@ -94,7 +96,7 @@ class ShutdownWatchdog {
     thread_ = std::thread([this] {
       std::unique_lock lock(mu_);
       // A signal handler cannot notify: poll the flag.
-      while (!done_ && !g_signalled.load()) cv_.wait_for(lock, std::chrono::milliseconds(20));
+      while (!done_ && !g_signalled.load()) cv_.wait_for(lock, std::chrono::milliseconds(50));
       if (done_) return;
       if (!cv_.wait_for(lock, grace_, [this] { return done_; })) {
         std::fprintf(stderr, "kgpu agent: shutdown did not finish within %lld ms: exiting now\n",
@@ -111,9 +113,6 @@ class ShutdownWatchdog {
     cv_.notify_all();
     thread_.join();
   }
-  // Called by the main loop when it sees the signal.
-  void signalled() { cv_.notify_all(); }
-
  private:
   std::chrono::milliseconds grace_;
   std::mutex mu_;
@@ -233,7 +232,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   auto next_retry = std::chrono::steady_clock::now() + options.nvml_retry;
   int status = 0;
   while (!stopping()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (waiting_for_nvml && std::chrono::steady_clock::now() >= next_retry) {
       next_retry = std::chrono::steady_clock::now() + options.nvml_retry;
       if (auto up = bring_up(); up) {
@@ -249,7 +248,6 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
       }
     }
   }
-  if (watchdog) watchdog->signalled();
   server.stop();
   {
     std::lock_guard lock(serving.mu);

@@ -16,20 +16,6 @@ namespace kgpu {
 
 namespace {
 
-const std::shared_ptr<const std::string>& text(std::string_view s) {
-  // Bodies of the server's own answers: built once, shared by every response.
-  static const auto not_found = std::make_shared<const std::string>("not found\n");
-  static const auto bad_method = std::make_shared<const std::string>("only GET and HEAD are served\n");
-  static const auto too_large = std::make_shared<const std::string>("request bodies are not accepted\n");
-  static const auto internal = std::make_shared<const std::string>("internal error\n");
-  static const auto busy = std::make_shared<const std::string>("too many connections; try again\n");
-  if (s == "503") return busy;
-  if (s == "404") return not_found;
-  if (s == "405") return bad_method;
-  if (s == "413") return too_large;
-  return internal;
-}
-
 // Connections accepted past the limit, only to be answered 503 and closed.
 constexpr unsigned kReserve = 64;
 
@@ -52,7 +38,21 @@ MHD_Result queue(MHD_Connection* c, const HttpResponse& r, bool close = false) {
   return q;
 }
 
-HttpResponse plain(int status, std::string_view which) { return {status, "text/plain; charset=utf-8", text(which)}; }
+// The server's own answers (404, 405, 413, 503; anything else reads as an internal error). Bodies
+// are built once and shared by every response.
+HttpResponse plain(int status) {
+  static const auto not_found = std::make_shared<const std::string>("not found\n");
+  static const auto bad_method = std::make_shared<const std::string>("only GET and HEAD are served\n");
+  static const auto too_large = std::make_shared<const std::string>("request bodies are not accepted\n");
+  static const auto busy = std::make_shared<const std::string>("too many connections; try again\n");
+  static const auto internal = std::make_shared<const std::string>("internal error\n");
+  const auto& body = status == 404 ? not_found
+                     : status == 405 ? bad_method
+                     : status == 413 ? too_large
+                     : status == 503 ? busy
+                                     : internal;
+  return {status, "text/plain; charset=utf-8", body};
+}
 
 void set_nodelay(void*, MHD_Connection* c, void**, MHD_ConnectionNotificationCode code) {
   if (code != MHD_CONNECTION_NOTIFY_STARTED) return;
@@ -82,12 +82,12 @@ struct HttpServer::Impl {
     if (*state == nullptr) {
       // Headers are in; decide before any body is read.
       *state = self;
-      if (self->over_limit()) return queue(c, plain(503, "503"), true);
-      if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD) return queue(c, plain(405, "405"), true);
+      if (self->over_limit()) return queue(c, plain(503), true);
+      if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD) return queue(c, plain(405), true);
       const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
       const char* chunked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
       if ((length != nullptr && std::string_view(length) != "0") || chunked != nullptr) {
-        return queue(c, plain(413, "413"), true);
+        return queue(c, plain(413), true);
       }
       return MHD_YES;
     }
@@ -96,11 +96,11 @@ struct HttpServer::Impl {
       return MHD_YES;
     }
     auto it = self->routes.find(std::string_view(url));
-    if (it == self->routes.end()) return queue(c, plain(404, "404"));
+    if (it == self->routes.end()) return queue(c, plain(404));
     try {
       return queue(c, it->second());
     } catch (const std::exception&) {
-      return queue(c, plain(500, "500"), true);
+      return queue(c, plain(500), true);
     }
   }
 };

@@ -479,16 +479,18 @@ TEST(DevicePlugin, HostileReloadsAreRejectedQuicklyAndTheLastGoodKeepsServing) {
   }
   ASSERT_TRUE(eventually([&] { return agent.log().find("more than the limit of 1048576 bytes") != std::string::npos; }))
       << agent.log().substr(0, 4000);
-  std::this_thread::sleep_for(1500ms);
+  auto a = client.allocate({{list[3].id}});
+  EXPECT_TRUE(a) << "the last good plan still answers";
+  EXPECT_EQ(client.lists().back().size(), 8u);
+  // A good config later: applied on a later poll, by which time a re-logged rejection would show.
+  std::ofstream(agent.config_path()) << time_slicing("3");
+  ASSERT_TRUE(eventually([&] { return client.lists().back().size() == 12u; })) << agent.log();
   const std::string log = agent.log();
   size_t mentions = 0;
   for (size_t at = log.find("more than the limit"); at != std::string::npos; at = log.find("more than the limit", at + 1)) {
     ++mentions;
   }
   EXPECT_EQ(mentions, 1u) << "a rejected file is reported once, not on every poll";
-  auto a = client.allocate({{list[3].id}});
-  EXPECT_TRUE(a) << "the last good plan still answers";
-  EXPECT_EQ(client.lists().back().size(), 8u);
 }
 
 TEST(DevicePlugin, GpuUpAndDeviceHealthFollowOneRule) {

@@ -19,6 +19,14 @@ HttpResponse text(std::string body) {
   return {200, "text/plain", std::make_shared<const std::string>(std::move(body))};
 }
 
+// Serves "hi\n" on /hello on a port the system chooses; 0 (and a test failure) if it cannot start.
+int serve_hello(HttpServer& server) {
+  server.route("/hello", [] { return text("hi\n"); });
+  auto port = server.start("127.0.0.1", 0);
+  EXPECT_TRUE(port) << (port ? "" : port.error().message);
+  return port.value_or(0);
+}
+
 TEST(HttpServer, RoutesMethodsAndBodies) {
   HttpServer server;
   server.route("/hello", [] { return text("hi\n"); });
@@ -43,20 +51,19 @@ TEST(HttpServer, ConnectionsBeyondTheLimitAre503) {
   HttpServerOptions o;
   o.max_connections = 8;
   HttpServer server(o);
-  server.route("/hello", [] { return text("hi\n"); });
-  auto port = server.start("127.0.0.1", 0);
-  ASSERT_TRUE(port) << port.error().message;
+  const int port = serve_hello(server);
+  ASSERT_NE(port, 0);
   std::vector<int> idle;
-  for (int i = 0; i < 8; ++i) idle.push_back(connect_to(*port));
+  for (int i = 0; i < 8; ++i) idle.push_back(connect_to(port));
   for (int i = 0; i < 100 && server.connections() < 8; ++i) usleep(10'000);
   ASSERT_EQ(server.connections(), 8u);
-  const auto busy = get(*port, "/hello");
+  const auto busy = get(port, "/hello");
   EXPECT_EQ(status_of(busy), 503);
   EXPECT_THAT(busy.value_or(""), HasSubstr("Retry-After: 1"));
   close(idle.back());
   idle.pop_back();
   for (int i = 0; i < 100 && server.connections() > 7; ++i) usleep(10'000);
-  EXPECT_EQ(status_of(get(*port, "/hello")), 200) << "a slot freed is served again";
+  EXPECT_EQ(status_of(get(port, "/hello")), 200) << "a slot freed is served again";
   for (int fd : idle) close(fd);
 }
 
@@ -64,11 +71,10 @@ TEST(HttpServer, HeadersBeyondTheLimitAre431) {
   HttpServerOptions o;
   o.max_header_bytes = 4096;
   HttpServer server(o);
-  server.route("/hello", [] { return text("hi\n"); });
-  auto port = server.start("127.0.0.1", 0);
-  ASSERT_TRUE(port) << port.error().message;
-  EXPECT_EQ(status_of(ask(*port, "GET /hello HTTP/1.1\r\nHost: a\r\nX-a: " + std::string(1000, 'b') + "\r\n\r\n")), 200);
-  EXPECT_EQ(status_of(ask(*port, "GET /hello HTTP/1.1\r\nHost: a\r\nX-a: " + std::string(8000, 'b') + "\r\n\r\n")), 431);
+  const int port = serve_hello(server);
+  ASSERT_NE(port, 0);
+  EXPECT_EQ(status_of(ask(port, "GET /hello HTTP/1.1\r\nHost: a\r\nX-a: " + std::string(1000, 'b') + "\r\n\r\n")), 200);
+  EXPECT_EQ(status_of(ask(port, "GET /hello HTTP/1.1\r\nHost: a\r\nX-a: " + std::string(8000, 'b') + "\r\n\r\n")), 431);
 }
 
 TEST(HttpServer, BindErrorsNameTheAddress) {
