@@ -205,11 +205,18 @@ TEST(AgentEndpoint, SigtermEndsTheAgentEvenWhileNvmlHangs) {
   ASSERT_NE(port, 0) << agent.log();
   // Every NVML call now blocks for a minute (a hung driver), the sampler's included.
   agent.node().rewrite(std::string(kL4) + "faults: {calls: [{call: nvmlDeviceGetCount_v2, delayMs: 60000}]}\n");
-  std::this_thread::sleep_for(600ms);  // the sampler (200 ms interval) is inside the call by now
+  // The sampler is inside the call once /health says sampling stalled (three 200 ms intervals + 1 s).
+  std::optional<std::string> health;
+  for (int i = 0; i < 500 && status_of(health) != 503; ++i) {
+    std::this_thread::sleep_for(10ms);
+    health = get(port, "/health");
+  }
+  ASSERT_EQ(status_of(health), 503) << agent.log();
   ASSERT_EQ(kill(agent.process().pid(), SIGTERM), 0);
   const auto st = agent.process().wait(5s);
   ASSERT_TRUE(st.has_value()) << "still running 5 s after SIGTERM\n" << agent.log();
   EXPECT_TRUE(WIFEXITED(*st)) << agent.log();
+  EXPECT_THAT(agent.log(), HasSubstr("shutdown did not finish within 900 ms: exiting now"));
 }
 
 TEST(AgentEndpoint, SigtermDuringStartIsHonoured) {
@@ -217,12 +224,17 @@ TEST(AgentEndpoint, SigtermDuringStartIsHonoured) {
   // orderly way (exit status, not death by the signal).
   AgentProcess agent(std::string(kL4) + "faults: {calls: [{call: nvmlDeviceGetCount_v2, delayMs: 60000}]}\n",
                      {"--device-plugin=false"});
-  std::this_thread::sleep_for(500ms);
-  ASSERT_TRUE(agent.process().running()) << agent.log();
+  // The agent loaded NVML (its signal handlers come before that): it is in or near the hung call.
+  const std::string maps = "/proc/" + std::to_string(agent.process().pid()) + "/maps";
+  for (int i = 0; i < 500 && slurp(maps).find("libnvidia-ml") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_NE(slurp(maps).find("libnvidia-ml"), std::string::npos) << agent.log();
   ASSERT_EQ(kill(agent.process().pid(), SIGTERM), 0);
   const auto st = agent.process().wait(5s);
   ASSERT_TRUE(st.has_value()) << agent.log();
   EXPECT_TRUE(WIFEXITED(*st)) << "ended by the signal instead of shutting down: " << agent.log();
+  EXPECT_THAT(agent.log(), HasSubstr("exiting now"));
 }
 
 }  // namespace
