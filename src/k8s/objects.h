@@ -145,7 +145,8 @@ struct Toleration {
   int line = 0;
 };
 
-// v1.Toleration.ToleratesTaint.
+// k8s::toleration_tolerates (k8s/predicates.h): v1.Toleration.ToleratesTaint, and an empty key
+// only with Exists (API validation).
 bool tolerates(const Toleration& toleration, const Taint& taint);
 bool tolerates(std::span<const Toleration> tolerations, const Taint& taint);
 // The first NoSchedule/NoExecute taint none of `tolerations` tolerates (what the scheduler's

@@ -434,6 +434,11 @@ TEST(Helpers, TolerationSemantics) {
   EXPECT_FALSE(tolerates(Toleration{"nvidia.com/gpu", "Exists", "", "NoExecute", {}, 0}, gpu));
   EXPECT_FALSE(tolerates(Toleration{"other", "Exists", "", "", {}, 0}, gpu));
   EXPECT_FALSE(tolerates(Toleration{"nvidia.com/gpu", "Bogus", "", "", {}, 0}, gpu));
+  // An empty key needs Exists (API validation): with Equal (or no operator) it tolerates nothing,
+  // not even a taint whose value it names.
+  EXPECT_FALSE(tolerates(Toleration{"", "Equal", "present", "", {}, 0}, gpu));
+  EXPECT_FALSE(tolerates(Toleration{"", "", "present", "", {}, 0}, gpu));
+  EXPECT_FALSE(tolerates(Toleration{"", "Exists", "", "NoExecute", {}, 0}, gpu));  // the effect still counts
   const Taint prefer{"x", "", "PreferNoSchedule", 0};
   EXPECT_EQ(first_untolerated(std::vector<Taint>{prefer}, {}), nullptr);  // not a filter
 }
