@@ -4,6 +4,8 @@
 #include <atomic>
 #include <numeric>
 
+#include "k8s/predicates.h"
+
 namespace kgpu::sched {
 
 namespace {
@@ -38,10 +40,42 @@ std::optional<std::span<const uint32_t>> Cluster::changes_since(uint64_t seq) co
 }
 
 bool Toleration::tolerates(const Taint& t) const {
-  if (!effect.empty() && effect != t.effect) return false;
-  if (key.empty()) return op == "Exists";
-  if (key != t.key) return false;
-  return op == "Exists" || value == t.value;
+  return k8s::toleration_tolerates(key, op, value, effect, t.key, t.value, t.effect);
+}
+
+bool Pod::tolerates(const Taint& t) const {
+  return std::any_of(tolerations.begin(), tolerations.end(), [&](const Toleration& tol) { return tol.tolerates(t); });
+}
+
+bool Pod::tolerates_unschedulable() const {
+  static const Taint kTaint{"node.kubernetes.io/unschedulable", "", "NoSchedule"};
+  return tolerates(kTaint);
+}
+
+namespace {
+bool term_matches(const NodeSelectorTerm& term, const Node& node) {
+  if (term.match_expressions.empty() && term.match_fields.empty()) return false;
+  for (const auto& r : term.match_expressions) {
+    const auto it = node.labels.find(r.key);
+    const auto value = it == node.labels.end() ? std::nullopt : std::optional<std::string_view>(it->second);
+    if (!k8s::node_requirement_holds(r.op, r.values, value)) return false;
+  }
+  for (const auto& r : term.match_fields) {
+    if (r.key != "metadata.name" || !k8s::node_requirement_holds(r.op, r.values, node.name)) return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool Pod::affinity_matches(const Node& node) const {
+  if (required_affinity.empty()) return true;
+  return std::any_of(required_affinity.begin(), required_affinity.end(),
+                     [&](const NodeSelectorTerm& t) { return term_matches(t, node); });
+}
+
+bool Pod::affinity_reads_node_name() const {
+  return std::any_of(required_affinity.begin(), required_affinity.end(),
+                     [](const NodeSelectorTerm& t) { return !t.match_fields.empty(); });
 }
 
 int64_t Node::gpu_free_total() const { return std::accumulate(gpu_free.begin(), gpu_free.end(), int64_t{0}); }

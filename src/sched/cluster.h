@@ -22,7 +22,20 @@ struct Taint {
 
 struct Toleration {
   std::string key, op = "Equal", value, effect;  // op: Equal | Exists; empty key + Exists tolerates all
+  // k8s::toleration_tolerates (k8s/predicates.h): one rule for the scheduler, lint and doctor.
   bool tolerates(const Taint& t) const;
+};
+
+// Required node affinity (requiredDuringSchedulingIgnoredDuringExecution): a node matches a term
+// when every requirement holds (match_expressions on its labels, match_fields on metadata.name
+// only); a term without requirements matches no node; terms are ORed.
+struct NodeSelectorRequirement {
+  std::string key, op;  // In | NotIn | Exists | DoesNotExist | Gt | Lt
+  std::vector<std::string> values;
+};
+
+struct NodeSelectorTerm {
+  std::vector<NodeSelectorRequirement> match_expressions, match_fields;
 };
 
 struct Node {
@@ -31,6 +44,7 @@ struct Node {
   std::string gpu_model;
   std::map<std::string, std::string> labels;
   std::vector<Taint> taints;
+  bool unschedulable = false;  // spec.unschedulable (cordoned): the NodeUnschedulable filter
   // State.
   std::vector<int> gpu_free;  // milli-GPU free per GPU (kMilli = idle)
   int64_t cpu_free = 0, memory_free = 0;
@@ -52,6 +66,7 @@ struct Pod {
   std::vector<std::string> gpu_models;  // allowed models; empty = any
   std::map<std::string, std::string> node_selector;
   std::vector<Toleration> tolerations;
+  std::vector<NodeSelectorTerm> required_affinity;  // empty: no requirement
   int priority = 0;
   int64_t creation = 0;
   std::optional<int64_t> deletion;
@@ -61,6 +76,14 @@ struct Pod {
   std::string gpu_tag() const;
   // Total GPU milli requested (one share, or num_gpu whole GPUs).
   int64_t gpu_request() const { return num_gpu == 1 ? gpu_milli : static_cast<int64_t>(num_gpu) * kMilli; }
+  // Whether one of the pod's tolerations tolerates `t`.
+  bool tolerates(const Taint& t) const;
+  // Whether a cordoned node takes the pod: it tolerates node.kubernetes.io/unschedulable:NoSchedule.
+  bool tolerates_unschedulable() const;
+  // Whether the required node affinity holds for `node` (true when there is none).
+  bool affinity_matches(const Node& node) const;
+  // Whether the required node affinity reads node names (match_fields).
+  bool affinity_reads_node_name() const;
 };
 
 // Where a pod goes: the node and the GPUs on it (indices into Node::gpu_free).

@@ -9,62 +9,106 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "k8s/predicates.h"
+
 namespace kgpu::sched {
 
 namespace {
 
 // ---- filters ----
 
+class NodeAffinityFilter : public FilterPlugin {
+ public:
+  const char* name() const override { return "NodeAffinity"; }
+  FitStatus filter(const Pod& pod, const Node& node) const override {
+    if (pod.affinity_matches(node)) return {};
+    return {FitCode::kNodeAffinity, name()};
+  }
+};
+
 class NodeSelectorFilter : public FilterPlugin {
  public:
   const char* name() const override { return "NodeSelector"; }
-  std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
-    if (const char* r = literal_filter(pod, node)) return r;
-    return std::nullopt;
-  }
-  const char* literal_filter(const Pod& pod, const Node& node) const override {
+  FitStatus filter(const Pod& pod, const Node& node) const override {
     for (const auto& [k, v] : pod.node_selector) {
       auto it = node.labels.find(k);
-      if (it == node.labels.end() || it->second != v) return "node(s) didn't match Pod's node affinity/selector";
+      if (it == node.labels.end() || it->second != v) return {FitCode::kNodeAffinity, name()};
     }
-    return nullptr;
+    return {};
+  }
+};
+
+// The scheduler's NodeUnschedulable plugin: a cordoned node takes no new pods unless they
+// tolerate node.kubernetes.io/unschedulable:NoSchedule.
+class NodeUnschedulableFilter : public FilterPlugin {
+ public:
+  const char* name() const override { return "NodeUnschedulable"; }
+  FitStatus filter(const Pod& pod, const Node& node) const override {
+    if (!node.unschedulable || pod.tolerates_unschedulable()) return {};
+    return {FitCode::kUnschedulable, name()};
   }
 };
 
 class TaintFilter : public FilterPlugin {
  public:
   const char* name() const override { return "TaintToleration"; }
-  std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
-    for (const auto& t : node.taints) {
-      if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
-      const bool ok = std::any_of(pod.tolerations.begin(), pod.tolerations.end(),
-                                  [&](const Toleration& tol) { return tol.tolerates(t); });
-      if (!ok) return fmt::format("node(s) had untolerated taint {{{}: {}}}", t.key, t.value);
+  FitStatus filter(const Pod& pod, const Node& node) const override {
+    for (size_t i = 0; i < node.taints.size(); ++i) {
+      const Taint& t = node.taints[i];
+      if (k8s::taint_filters(t.effect) && !pod.tolerates(t))
+        return {FitCode::kUntoleratedTaint, name(), "", static_cast<int>(i)};
     }
-    return std::nullopt;
+    return {};
   }
 };
 
 class ResourceFilter : public FilterPlugin {
  public:
   const char* name() const override { return "NodeResourcesFit"; }
-  std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
-    if (const char* r = literal_filter(pod, node)) return r;
-    return std::nullopt;
-  }
-  const char* literal_filter(const Pod& pod, const Node& node) const override {
-    if (pod.num_gpu > 0 && !model_allowed(pod.gpu_models, node.gpu_model)) return "GPU model mismatch";
-    if (node.cpu_free < pod.cpu_milli) return "Insufficient cpu";
-    if (node.memory_free < pod.memory_mib) return "Insufficient memory";
-    if (pod.num_gpu == 0) return nullptr;
-    if (node.gpus() < pod.num_gpu) return "Insufficient nvidia.com/gpu";
+  FitStatus filter(const Pod& pod, const Node& node) const override {
+    if (pod.num_gpu > 0 && !model_allowed(pod.gpu_models, node.gpu_model)) return {FitCode::kGpuModel, name()};
+    if (node.cpu_free < pod.cpu_milli) return {FitCode::kInsufficient, name(), "cpu"};
+    if (node.memory_free < pod.memory_mib) return {FitCode::kInsufficient, name(), "memory"};
+    if (pod.num_gpu == 0) return {};
+    if (node.gpus() < pod.num_gpu) return {FitCode::kInsufficient, name(), kGpu};
     if (pod.sharing()) {
-      if (node.max_gpu_free() < pod.gpu_milli) return "insufficient GPU share";
+      if (node.max_gpu_free() < pod.gpu_milli) return {FitCode::kGpuShare, name()};
     } else if (node.full_free_gpus() < pod.num_gpu) {
-      return "Insufficient nvidia.com/gpu";
+      return {FitCode::kInsufficient, name(), kGpu};
     }
-    return nullptr;
+    return {};
   }
+
+ private:
+  static constexpr const char* kGpu = "nvidia.com/gpu";
+};
+
+// Reasons by message, counted by status first: statuses other than taints have a fixed text, so
+// a scan formats each distinct one once, not once per node.
+class ReasonTally {
+ public:
+  void add(const FitStatus& s, const Node& node) {
+    if (s.code == FitCode::kUntoleratedTaint) {
+      ++text_[s.message(node)];
+      return;
+    }
+    for (auto& [st, n] : fixed_) {
+      if (st == s) {
+        ++n;
+        return;
+      }
+    }
+    fixed_.emplace_back(s, 1);
+  }
+  void into(std::map<std::string, int>& out) {
+    static const Node kNone;
+    for (const auto& [st, n] : fixed_) out[st.message(kNone)] += n;
+    for (auto& [text, n] : text_) out[text] += n;
+  }
+
+ private:
+  std::vector<std::pair<FitStatus, int>> fixed_;
+  std::map<std::string, int> text_;
 };
 
 // ---- policies ----
@@ -273,6 +317,62 @@ class Fgd : public ScorePlugin {
 
 }  // namespace
 
+std::string FitStatus::message(const Node& node) const {
+  switch (code) {
+    case FitCode::kFits:
+      return "";
+    case FitCode::kNodeAffinity:
+      return "node(s) didn't match Pod's node affinity/selector";
+    case FitCode::kUnschedulable:
+      return "node(s) were unschedulable";
+    case FitCode::kUntoleratedTaint: {
+      if (taint < 0 || static_cast<size_t>(taint) >= node.taints.size()) return "node(s) had untolerated taint";
+      const Taint& t = node.taints[static_cast<size_t>(taint)];
+      return fmt::format("node(s) had untolerated taint {{{}: {}}}", t.key, t.value);
+    }
+    case FitCode::kGpuModel:
+      return "GPU model mismatch";
+    case FitCode::kInsufficient:
+      return fmt::format("Insufficient {}", resource);
+    case FitCode::kGpuShare:
+      return "insufficient GPU share";
+    case FitCode::kNoGpuPlacement:
+      return "no placement on the node's GPUs";
+  }
+  return "";
+}
+
+FitStatus run_filters(std::span<const std::unique_ptr<FilterPlugin>> filters, const Pod& pod, const Node& node) {
+  for (const auto& f : filters) {
+    FitStatus s = f->filter(pod, node);
+    if (!s.fits()) return s;
+  }
+  return {};
+}
+
+FitReport explain_fit(const Pod& pod, const Cluster& cluster, std::span<const std::unique_ptr<FilterPlugin>> filters) {
+  FitReport r;
+  r.outcome.nodes = cluster.nodes().size();
+  r.status.reserve(cluster.nodes().size());
+  ReasonTally tally;
+  for (const Node& node : cluster.nodes()) {
+    r.status.push_back(run_filters(filters, pod, node));
+    const FitStatus& st = r.status.back();
+    if (st.fits()) {
+      ++r.outcome.feasible;
+      r.reasons.emplace_back();
+    } else {
+      tally.add(st, node);
+      r.reasons.emplace_back(st.message(node));
+    }
+    r.plugin.emplace_back(st.plugin);
+  }
+  tally.into(r.outcome.reasons);
+  return r;
+}
+
+FitReport explain_fit(const Pod& pod, const Cluster& cluster) { return explain_fit(pod, cluster, default_filters()); }
+
 std::string Outcome::message() const {
   const size_t available = placement ? feasible : 0;
   std::vector<std::pair<int, std::string>> sorted;
@@ -325,6 +425,20 @@ std::string shape_key(const Pod& p) {
     put(k, t.value);
     put(k, t.effect);
   }
+  const auto put_requirements = [&](const std::vector<NodeSelectorRequirement>& rs) {
+    put(k, static_cast<int64_t>(rs.size()));
+    for (const auto& r : rs) {
+      put(k, r.key);
+      put(k, r.op);
+      put(k, static_cast<int64_t>(r.values.size()));
+      for (const auto& v : r.values) put(k, v);
+    }
+  };
+  put(k, static_cast<int64_t>(p.required_affinity.size()));
+  for (const auto& term : p.required_affinity) {
+    put_requirements(term.match_expressions);
+    put_requirements(term.match_fields);
+  }
   return k;
 }
 
@@ -345,6 +459,7 @@ std::string state_key(const Node& n) {
     put(k, t.value);
     put(k, t.effect);
   }
+  put(k, n.unschedulable ? 1 : 0);
   put(k, static_cast<int64_t>(n.gpu_free.size()));
   for (int g : n.gpu_free) put(k, g);
   put(k, n.cpu_free);
@@ -412,9 +527,20 @@ struct Framework::Index {
   std::unordered_map<std::string, ShapeCache> shapes;
   std::mt19937_64 unused_rng;  // pure plugins never draw from it
 
-  // The id of a filter reason. A cluster's filters give few distinct reasons (the resource
-  // filter's handful, one per untolerated taint), so the first ones are found by comparison,
-  // without hashing; the map serves any beyond.
+  // The id of a filter status. A cluster's filters give few distinct statuses (the resource
+  // filter's handful, one per untolerated taint text), so statuses with a fixed text are found by
+  // comparison, without formatting; taints by their text, the first ones by comparison too.
+  std::vector<std::pair<FitStatus, uint32_t>> fixed_ids;
+  uint32_t status_id(const FitStatus& s, const Node& node) {
+    if (s.code != FitCode::kUntoleratedTaint) {
+      for (const auto& [st, id] : fixed_ids) {
+        if (st == s) return id;
+      }
+      fixed_ids.emplace_back(s, reason_id(s.message(node)));
+      return fixed_ids.back().second;
+    }
+    return reason_id(s.message(node));
+  }
   uint32_t reason_id(const std::string& r) {
     constexpr size_t kLinear = 16;
     for (size_t k = 2; k < std::min(reasons.size(), kLinear); ++k) {
@@ -427,16 +553,6 @@ struct Framework::Index {
     auto [it, added] = reason_ids.try_emplace(r, static_cast<uint32_t>(reasons.size()));
     if (added) reasons.push_back(r);
     return it->second;
-  }
-  // reason_id of a literal reason, remembered by its address (equal texts at two addresses
-  // still get one id).
-  std::vector<std::pair<const char*, uint32_t>> literal_ids;
-  uint32_t literal_id(const char* r) {
-    for (const auto& [p, id] : literal_ids) {
-      if (p == r) return id;
-    }
-    literal_ids.emplace_back(r, reason_id(r));
-    return literal_ids.back().second;
   }
   uint32_t state(const Cluster& c, size_t i) {
     const Node& n = c.node(i);
@@ -474,14 +590,8 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
   // A node's status and score for this pod, exactly as the full scan computes them.
   auto evaluate = [&](size_t i) -> std::pair<uint32_t, double> {
     const Node& node = cluster.node(i);
-    for (const auto& f : filters_) {
-      const char* literal = f->literal_filter(pod, node);
-      if (literal == FilterPlugin::kBuildReason) {
-        if (auto reason = f->filter(pod, node)) return {ix.reason_id(*reason), kNone};
-      } else if (literal != nullptr) {
-        return {ix.literal_id(literal), kNone};
-      }
-    }
+    const FitStatus st = run_filters(filters_, pod, node);
+    if (!st.fits()) return {ix.status_id(st, node), kNone};
     auto s = score_->score(pod, node, ix.unused_rng);
     if (!s) return {kNoPlacement, kNone};
     return {kScored, s->score};
@@ -552,22 +662,23 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
 }
 
 Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng) {
-  if (incremental_ && tie_break_ == TieBreak::kFirst && score_->pure()) return schedule_indexed(pod, cluster, rng);
+  // Node states are interned without names: a pod whose affinity reads them scans every node.
+  if (incremental_ && tie_break_ == TieBreak::kFirst && score_->pure() && !pod.affinity_reads_node_name())
+    return schedule_indexed(pod, cluster, rng);
   Outcome out;
   out.nodes = cluster.nodes().size();
   feasible_.clear();
+  ReasonTally tally;
   for (size_t i = 0; i < cluster.nodes().size(); ++i) {
     const Node& n = cluster.node(i);
-    bool ok = true;
-    for (const auto& f : filters_) {
-      if (auto reason = f->filter(pod, n)) {
-        ++out.reasons[*reason];
-        ok = false;
-        break;
-      }
+    const FitStatus st = run_filters(filters_, pod, n);
+    if (st.fits()) {
+      feasible_.push_back(i);
+    } else {
+      tally.add(st, n);
     }
-    if (ok) feasible_.push_back(i);
   }
+  tally.into(out.reasons);
   out.feasible = feasible_.size();
   if (feasible_.empty()) return out;
   score_->prepare(pod, cluster);
@@ -577,7 +688,7 @@ Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& r
   for (size_t k = 0; k < feasible_.size(); ++k) {
     auto s = score_->score(pod, cluster.node(feasible_[k]), rng);
     if (!s) {
-      ++out.reasons["no placement on the node's GPUs"];
+      ++out.reasons[FitStatus{FitCode::kNoGpuPlacement, score_->name()}.message(cluster.node(feasible_[k]))];
       continue;
     }
     if (scored.empty() || s->score < lo) lo = s->score;
@@ -616,7 +727,9 @@ void Framework::unreserve(const Pod& pod, const Placement& placement, Cluster& c
 
 std::vector<std::unique_ptr<FilterPlugin>> default_filters() {
   std::vector<std::unique_ptr<FilterPlugin>> f;
+  f.push_back(std::make_unique<NodeAffinityFilter>());
   f.push_back(std::make_unique<NodeSelectorFilter>());
+  f.push_back(std::make_unique<NodeUnschedulableFilter>());
   f.push_back(std::make_unique<TaintFilter>());
   f.push_back(std::make_unique<ResourceFilter>());
   return f;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,18 +22,42 @@
 
 namespace kgpu::sched {
 
+// Why a node does not take a pod, as a value: what `kgpu doctor` and the simulator read, never
+// parsed back from text. message() is kube-scheduler's wording for it.
+enum class FitCode : uint8_t {
+  kFits,
+  kNodeAffinity,      // nodeSelector or required node affinity: "node(s) didn't match Pod's node affinity/selector"
+  kUnschedulable,     // cordoned, not tolerated: "node(s) were unschedulable"
+  kUntoleratedTaint,  // "node(s) had untolerated taint {<key>: <value>}"
+  kGpuModel,          // none of the pod's GPU models: "GPU model mismatch"
+  kInsufficient,      // too little of `resource` free: "Insufficient <resource>"
+  kGpuShare,          // no GPU with the pod's share free: "insufficient GPU share"
+  kNoGpuPlacement,    // passed the filters, the score plugin found no GPUs: "no placement on the node's GPUs"
+};
+
+struct FitStatus {
+  FitCode code = FitCode::kFits;
+  const char* plugin = "";    // the plugin that decided (static storage); "" when it fits
+  const char* resource = "";  // kInsufficient: "cpu", "memory" or "nvidia.com/gpu" (static storage)
+  int taint = -1;             // kUntoleratedTaint: index into the node's taints
+
+  bool fits() const { return code == FitCode::kFits; }
+  // kube-scheduler's text; `node` is the node this status was computed for (for the taint).
+  std::string message(const Node& node) const;
+  bool operator==(const FitStatus&) const = default;
+};
+
 class FilterPlugin {
  public:
   virtual ~FilterPlugin() = default;
   virtual const char* name() const = 0;
-  // nullopt if the pod fits the node, else the reason ("insufficient GPU share").
-  virtual std::optional<std::string> filter(const Pod& pod, const Node& node) const = 0;
-  // The same verdict without building a string, for filters whose reasons are string literals:
-  // nullptr if the pod fits, else the reason (static storage, the text filter() returns). The
-  // default returns kBuildReason, which tells the caller to call filter() instead.
-  static constexpr const char* kBuildReason = "<build>";
-  virtual const char* literal_filter(const Pod&, const Node&) const { return kBuildReason; }
+  // FitStatus{} (kFits) if the pod fits the node, else why not, with `plugin` = name().
+  virtual FitStatus filter(const Pod& pod, const Node& node) const = 0;
 };
+
+// The Filter phase for one node: the filters in order, the first that rejects decides (as
+// kube-scheduler's RunFilterPlugins). The one filter loop: scheduling and explain_fit use it.
+FitStatus run_filters(std::span<const std::unique_ptr<FilterPlugin>> filters, const Pod& pod, const Node& node);
 
 struct NodeScore {
   double score = 0;       // higher is better; any scale (normalized afterwards)
@@ -66,7 +91,7 @@ struct Outcome {
   std::optional<Placement> placement;
   size_t nodes = 0;
   size_t feasible = 0;                 // nodes that passed every filter
-  std::map<std::string, int> reasons;  // why nodes were filtered out, by reason
+  std::map<std::string, int> reasons;  // why nodes were filtered out, by FitStatus::message()
   // "0/1213 nodes are available: 900 insufficient GPU share, 313 GPU model mismatch."
   std::string message() const;
 };
@@ -82,13 +107,14 @@ struct SchedulingContext {
 };
 
 // Cost of a decision. With TieBreak::kFirst and a pure() score plugin the framework keeps, per
-// pod shape (requests, GPU models, node selector, tolerations), every node's filter outcome and
+// pod shape (requests, GPU models, node selector, tolerations, node affinity), every node's filter outcome and
 // score in a max-tree over cluster order, valid for one Cluster (its id()): a decision refreshes
 // only the nodes changed since that shape was last scheduled (Cluster::changes_since), and a
 // shape's first decision scores each distinct node state once (states are interned to ids once
 // per node change, shared by all shapes). The result (placement, feasible
 // count, reasons) is exactly the full scan's: the first node in cluster order with the highest
-// score. Other combinations (random tie-break, the Random policy) scan every node as before.
+// score. Other combinations (random tie-break, the Random policy, a pod whose node affinity reads
+// node names through match_fields) scan every node as before.
 // Memory: one tree of 16 bytes per node per cached shape (at most 512 shapes, least recently
 // used evicted).
 class Framework {
@@ -120,8 +146,25 @@ class Framework {
   Outcome schedule_indexed(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);
 };
 
-// The default filters: node selector, taints/tolerations, GPU model, CPU, memory, GPU count/share.
+// The default filters, in order: NodeAffinity (required node affinity), NodeSelector,
+// NodeUnschedulable (Node::unschedulable unless Pod::tolerates_unschedulable()), TaintToleration,
+// NodeResourcesFit (GPU model, CPU, memory, GPU count/share).
 std::vector<std::unique_ptr<FilterPlugin>> default_filters();
+
+// Every node through run_filters, without scoring or reserving anything: per node the status,
+// and the Outcome (feasible count, reasons by message) a scheduling attempt would report when
+// the score plugin places on every feasible node.
+struct FitReport {
+  Outcome outcome;
+  std::vector<FitStatus> status;  // per node of the cluster
+  // Transitional views of `status` for callers not yet reading it: message() (nullopt = fits)
+  // and the plugin name ("" = fits), per node.
+  std::vector<std::optional<std::string>> reasons;
+  std::vector<std::string> plugin;
+};
+FitReport explain_fit(const Pod& pod, const Cluster& cluster, std::span<const std::unique_ptr<FilterPlugin>> filters);
+// explain_fit with default_filters().
+FitReport explain_fit(const Pod& pod, const Cluster& cluster);
 
 using PolicyFactory = std::function<std::unique_ptr<ScorePlugin>(const SchedulingContext&)>;
 // Every policy: LeastAllocated, MostAllocated, Random, DotProduct, GpuClustering, GpuPacking,

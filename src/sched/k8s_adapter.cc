@@ -29,52 +29,6 @@ int64_t mib_ceil(const k8s::Quantity& q) {
   return (sat_add(bytes, (1 << 20) - 1)) >> 20;
 }
 
-const char* const kUnschedulable = "node(s) were unschedulable";
-
-bool tolerates_unschedulable(const Pod& pod) {
-  const Taint taint{"node.kubernetes.io/unschedulable", "", "NoSchedule"};
-  return std::any_of(pod.tolerations.begin(), pod.tolerations.end(),
-                     [&](const Toleration& t) { return t.tolerates(taint); });
-}
-
-// The scheduler's NodeUnschedulable plugin: a cordoned node (spec.unschedulable) takes no new pods
-// unless they tolerate node.kubernetes.io/unschedulable:NoSchedule.
-class NodeUnschedulableFilter : public FilterPlugin {
- public:
-  explicit NodeUnschedulableFilter(std::span<const K8sNodeRef> nodes) {
-    for (const auto& n : nodes) {
-      if (n.node->unschedulable.value_or(false)) cordoned_.emplace(std::string(n.doc->metadata.name), true);
-    }
-  }
-  const char* name() const override { return "NodeUnschedulable"; }
-  std::optional<std::string> filter(const Pod& pod, const Node& node) const override {
-    if (!cordoned_.contains(node.name) || tolerates_unschedulable(pod)) return std::nullopt;
-    return std::string(kUnschedulable);
-  }
-
- private:
-  std::unordered_map<std::string, bool> cordoned_;
-};
-
-class NodeAffinityFilter : public FilterPlugin {
- public:
-  NodeAffinityFilter(std::vector<k8s::NodeSelectorTerm> terms, std::span<const K8sNodeRef> nodes)
-      : terms_(std::move(terms)) {
-    for (const auto& n : nodes) by_name_.emplace(std::string(n.doc->metadata.name), n.doc);
-  }
-  const char* name() const override { return "NodeAffinity"; }
-  std::optional<std::string> filter(const Pod&, const Node& node) const override {
-    auto it = by_name_.find(node.name);
-    if (it == by_name_.end()) return "node(s) didn't match Pod's node affinity/selector";
-    if (k8s::matches_any(terms_, it->second->metadata.labels, it->second->metadata.name)) return std::nullopt;
-    return "node(s) didn't match Pod's node affinity/selector";
-  }
-
- private:
-  std::vector<k8s::NodeSelectorTerm> terms_;
-  std::unordered_map<std::string, const k8s::Document*> by_name_;
-};
-
 }  // namespace
 
 bool holds_node_resources(const k8s::Pod& pod) {
@@ -102,6 +56,7 @@ Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sP
     if (auto it = n.labels.find("nvidia.com/gpu.product"); it != n.labels.end()) n.gpu_model = it->second;
     for (const auto& t : ref.node->taints)
       n.taints.push_back(Taint{std::string(t.key), std::string(t.value), std::string(t.effect)});
+    n.unschedulable = ref.node->unschedulable.value_or(false);
     n.cpu_free = n.cpu_milli;
     n.memory_free = n.memory_mib;
     index.emplace(ref.doc->metadata.name, out.size());
@@ -141,41 +96,23 @@ Pod pod_from_k8s(const k8s::Document& doc, const k8s::Pod& pod, std::string_view
     p.tolerations.push_back(Toleration{std::string(t.key), t.op.empty() ? "Equal" : std::string(t.op),
                                        std::string(t.value), std::string(t.effect)});
   }
+  const auto requirements = [](const std::vector<k8s::NodeSelectorRequirement>& rs) {
+    std::vector<NodeSelectorRequirement> out;
+    for (const auto& r : rs) {
+      out.push_back(NodeSelectorRequirement{std::string(r.key), std::string(r.op), {r.values.begin(), r.values.end()}});
+    }
+    return out;
+  };
+  for (const auto& term : pod.spec.required_node_affinity) {
+    p.required_affinity.push_back(NodeSelectorTerm{requirements(term.match_expressions), requirements(term.match_fields)});
+  }
   p.priority = static_cast<int>(std::clamp<int64_t>(pod.spec.priority.value_or(0), std::numeric_limits<int>::min(),
                                                     std::numeric_limits<int>::max()));
   return p;
 }
 
-std::vector<std::unique_ptr<FilterPlugin>> filters_for(const k8s::Pod& pod, std::span<const K8sNodeRef> nodes) {
-  std::vector<std::unique_ptr<FilterPlugin>> out;
-  if (!pod.spec.required_node_affinity.empty()) {
-    out.push_back(std::make_unique<NodeAffinityFilter>(pod.spec.required_node_affinity, nodes));
-  }
-  for (auto& f : default_filters()) {
-    const bool selector = std::string_view(f->name()) == "NodeSelector";
-    out.push_back(std::move(f));
-    if (selector) out.push_back(std::make_unique<NodeUnschedulableFilter>(nodes));
-  }
-  return out;
-}
-
-FitReport explain_fit(const Pod& pod, const Cluster& cluster, std::span<const std::unique_ptr<FilterPlugin>> filters) {
-  FitReport r;
-  r.outcome.nodes = cluster.nodes().size();
-  r.reasons.resize(cluster.nodes().size());
-  r.plugin.resize(cluster.nodes().size());
-  for (size_t i = 0; i < cluster.nodes().size(); ++i) {
-    for (const auto& f : filters) {
-      if (auto reason = f->filter(pod, cluster.node(i))) {
-        ++r.outcome.reasons[*reason];
-        r.reasons[i] = std::move(reason);
-        r.plugin[i] = f->name();
-        break;
-      }
-    }
-    if (!r.reasons[i]) ++r.outcome.feasible;
-  }
-  return r;
+std::vector<std::unique_ptr<FilterPlugin>> filters_for(const k8s::Pod&, std::span<const K8sNodeRef>) {
+  return default_filters();
 }
 
 }  // namespace kgpu::sched

@@ -45,28 +45,17 @@ struct K8sPodRef {
 bool holds_node_resources(const k8s::Pod& pod);
 
 // The cluster for `resource`; node i of the result is nodes[i]. GPU model: the node's
-// nvidia.com/gpu.product label.
+// nvidia.com/gpu.product label; Node::unschedulable: spec.unschedulable.
 Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sPodRef> pods, std::string_view resource);
 
 // The pod as the scheduler sees it for `resource`: num_gpu = its request (whole units), node
-// selector, tolerations (an empty operator is Equal), CPU and memory requests.
+// selector, required node affinity, tolerations (an empty operator is Equal), CPU and memory
+// requests.
 Pod pod_from_k8s(const k8s::Document& doc, const k8s::Pod& pod, std::string_view resource);
 
-// default_filters() preceded by the pod's required node affinity (k8s::matches_any over the
-// node's labels; reason "node(s) didn't match Pod's node affinity/selector") and with the
-// NodeUnschedulable filter after the node selector (plugin "NodeUnschedulable": a node with
-// spec.unschedulable is no candidate unless the pod tolerates node.kubernetes.io/unschedulable;
-// reason "node(s) were unschedulable"). `nodes` must be the list the cluster was built from and
-// outlive the filters.
+// Transitional, until the doctor stops calling it: default_filters() (the pod's required node
+// affinity and the node's spec.unschedulable are part of the model, Pod::required_affinity and
+// Node::unschedulable).
 std::vector<std::unique_ptr<FilterPlugin>> filters_for(const k8s::Pod& pod, std::span<const K8sNodeRef> nodes);
-
-// Every node through the filters in order (the first failing filter gives the node's reason), as
-// the scheduler's Filter phase does, without scoring or reserving anything.
-struct FitReport {
-  Outcome outcome;                                  // feasible count and reasons by text
-  std::vector<std::optional<std::string>> reasons;  // per node: nullopt = fits
-  std::vector<std::string> plugin;                  // per node: the plugin that rejected it ("" = fits)
-};
-FitReport explain_fit(const Pod& pod, const Cluster& cluster, std::span<const std::unique_ptr<FilterPlugin>> filters);
 
 }  // namespace kgpu::sched

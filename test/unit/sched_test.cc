@@ -218,6 +218,85 @@ TEST(Framework, SelectorsAndTaints) {
   EXPECT_TRUE(place("BestFit", c2, tolerant).placement);
 }
 
+// The same toleration rule as k8s::tolerates (one implementation, k8s/predicates.h).
+TEST(Framework, TolerationSemantics) {
+  const Taint gpu{"nvidia.com/gpu", "present", "NoSchedule"};
+  EXPECT_TRUE((Toleration{"nvidia.com/gpu", "Exists", "", ""}.tolerates(gpu)));
+  EXPECT_TRUE((Toleration{"", "Exists", "", ""}.tolerates(gpu)));
+  EXPECT_TRUE((Toleration{"nvidia.com/gpu", "Equal", "present", "NoSchedule"}.tolerates(gpu)));
+  EXPECT_FALSE((Toleration{"nvidia.com/gpu", "Equal", "absent", ""}.tolerates(gpu)));
+  EXPECT_FALSE((Toleration{"nvidia.com/gpu", "Exists", "", "NoExecute"}.tolerates(gpu)));
+  EXPECT_FALSE((Toleration{"", "Equal", "present", ""}.tolerates(gpu)));  // empty key needs Exists
+}
+
+// Cordoned nodes and required node affinity are part of the model, filtered by registered
+// plugins, with typed statuses and kube-scheduler's texts.
+TEST(Framework, UnschedulableAndAffinityAreFilters) {
+  Node cordoned = node("cordoned", {1000});
+  cordoned.unschedulable = true;
+  Node labelled = node("labelled", {1000});
+  labelled.labels["zone"] = "b";
+  Node plain = node("plain", {1000});
+  Cluster c({cordoned, labelled, plain});
+
+  Pod p = pod(1, 1000);
+  p.required_affinity.push_back(NodeSelectorTerm{{NodeSelectorRequirement{"zone", "In", {"b"}}}, {}});
+  const FitReport fit = explain_fit(p, c);
+  ASSERT_EQ(fit.status.size(), 3u);
+  EXPECT_EQ(fit.status[0].code, FitCode::kNodeAffinity);  // affinity runs first
+  EXPECT_STREQ(fit.status[0].plugin, "NodeAffinity");
+  EXPECT_TRUE(fit.status[1].fits());
+  EXPECT_EQ(fit.status[2].code, FitCode::kNodeAffinity);
+  EXPECT_EQ(fit.outcome.feasible, 1u);
+  EXPECT_EQ(place("BestFit", c, p).placement->node, 1u);
+
+  Pod any = pod(1, 1000);
+  const FitReport cordon = explain_fit(any, c);
+  EXPECT_EQ(cordon.status[0].code, FitCode::kUnschedulable);
+  EXPECT_STREQ(cordon.status[0].plugin, "NodeUnschedulable");
+  EXPECT_EQ(cordon.status[0].message(c.node(0)), "node(s) were unschedulable");
+  any.tolerations.push_back({"node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"});
+  EXPECT_TRUE(explain_fit(any, c).status[0].fits());
+
+  // By name (match_fields): the full scan decides, as for any other pod.
+  Pod named = pod(1, 1000);
+  named.required_affinity.push_back(
+      NodeSelectorTerm{{}, {NodeSelectorRequirement{"metadata.name", "In", {"plain"}}}});
+  EXPECT_TRUE(named.affinity_reads_node_name());
+  SchedulingContext ctx;
+  ctx.tie_break = TieBreak::kFirst;
+  auto fw = make_framework("BestFit", ctx);
+  ASSERT_TRUE(fw);
+  std::mt19937_64 rng(1);
+  Cluster c2({labelled, plain});
+  const Outcome out = fw->schedule(named, c2, rng);
+  ASSERT_TRUE(out.placement);
+  EXPECT_EQ(out.placement->node, 1u);
+  EXPECT_EQ(out.message(), "1/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.");
+}
+
+// Statuses are values: the resource filter names the resource, the taint filter the taint.
+TEST(Framework, TypedStatuses) {
+  Node tainted = node("t", {1000});
+  tainted.taints.push_back({"other", "x", "PreferNoSchedule"});
+  tainted.taints.push_back({"dedicated", "ml", "NoSchedule"});
+  Node small = node("s", {1000}, 2000);
+  Node busy = node("b", {0});
+  Cluster c({tainted, small, busy});
+  const FitReport fit = explain_fit(pod(1, 1000, 4000), c);
+  EXPECT_EQ(fit.status[0].code, FitCode::kUntoleratedTaint);
+  EXPECT_EQ(fit.status[0].taint, 1);
+  EXPECT_EQ(fit.status[0].message(c.node(0)), "node(s) had untolerated taint {dedicated: ml}");
+  EXPECT_EQ(fit.status[1].code, FitCode::kInsufficient);
+  EXPECT_STREQ(fit.status[1].resource, "cpu");
+  EXPECT_EQ(fit.status[2].code, FitCode::kInsufficient);
+  EXPECT_STREQ(fit.status[2].resource, "nvidia.com/gpu");
+  EXPECT_EQ(fit.outcome.message(),
+            "0/3 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated "
+            "taint {dedicated: ml}.");
+  EXPECT_EQ(explain_fit(pod(1, 500), Cluster({busy})).status[0].code, FitCode::kGpuShare);
+}
+
 // The incremental path (per-shape score trees, refreshed from the cluster's change log) decides
 // exactly as the full scan: same node, GPUs, feasible count and reasons at every step, through
 // placements and releases, for every deterministic policy, on a cluster with repeated node states,
@@ -232,6 +311,8 @@ TEST(Framework, IncrementalDecidesAsTheFullScan) {
                   std::vector<int64_t>{32000, 64000, 96000}[gen() % 3], models[gen() % 3]);
     if (gen() % 7 == 0) n.labels["pool"] = "a";
     if (gen() % 9 == 0) n.taints.push_back({"dedicated", "x", "NoSchedule"});
+    n.unschedulable = i % 13 == 4;
+    if (i % 5 == 1) n.labels["zone"] = i % 10 == 1 ? "a" : "b";
     nodes.push_back(std::move(n));
   }
   std::vector<Pod> shapes;
@@ -244,6 +325,8 @@ TEST(Framework, IncrementalDecidesAsTheFullScan) {
     if (gen() % 5 == 0) p.gpu_models = {"T4"};
     if (gen() % 6 == 0) p.node_selector["pool"] = "a";
     if (gen() % 4 == 0) p.tolerations.push_back({"dedicated", "Exists", "", "NoSchedule"});
+    if (i % 4 == 1) p.required_affinity.push_back(NodeSelectorTerm{{NodeSelectorRequirement{"zone", "NotIn", {"a"}}}, {}});
+    if (i % 6 == 5) p.tolerations.push_back({"node.kubernetes.io/unschedulable", "Exists", "", ""});
     shapes.push_back(p);
   }
   SchedulingContext ctx;
