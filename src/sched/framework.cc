@@ -360,12 +360,9 @@ FitReport explain_fit(const Pod& pod, const Cluster& cluster, std::span<const st
     const FitStatus& st = r.status.back();
     if (st.fits()) {
       ++r.outcome.feasible;
-      r.reasons.emplace_back();
     } else {
       tally.add(st, node);
-      r.reasons.emplace_back(st.message(node));
     }
-    r.plugin.emplace_back(st.plugin);
   }
   tally.into(r.outcome.reasons);
   return r;

@@ -157,10 +157,6 @@ std::vector<std::unique_ptr<FilterPlugin>> default_filters();
 struct FitReport {
   Outcome outcome;
   std::vector<FitStatus> status;  // per node of the cluster
-  // Transitional views of `status` for callers not yet reading it: message() (nullopt = fits)
-  // and the plugin name ("" = fits), per node.
-  std::vector<std::optional<std::string>> reasons;
-  std::vector<std::string> plugin;
 };
 FitReport explain_fit(const Pod& pod, const Cluster& cluster, std::span<const std::unique_ptr<FilterPlugin>> filters);
 // explain_fit with default_filters().

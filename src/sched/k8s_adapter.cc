@@ -111,8 +111,4 @@ Pod pod_from_k8s(const k8s::Document& doc, const k8s::Pod& pod, std::string_view
   return p;
 }
 
-std::vector<std::unique_ptr<FilterPlugin>> filters_for(const k8s::Pod&, std::span<const K8sNodeRef>) {
-  return default_filters();
-}
-
 }  // namespace kgpu::sched

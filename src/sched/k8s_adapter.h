@@ -1,5 +1,7 @@
 // Adapts Kubernetes objects (src/k8s views) into the scheduler's model, so that `kgpu doctor` asks
-// the scheduler's own filter plugins whether a pod fits a node, node by node, with their reasons.
+// the scheduler's own filter plugins whether a pod fits a node, node by node (explain_fit over
+// default_filters(): required node affinity and cordons are part of the model), with typed
+// statuses (sched::FitStatus).
 //
 // One device resource at a time: every allocatable unit of `resource` ("nvidia.com/gpu",
 // "nvidia.com/mig-1g.10gb", ...) on a node becomes one GPU of kMilli in sched::Node::gpu_free. What
@@ -52,10 +54,5 @@ Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sP
 // selector, required node affinity, tolerations (an empty operator is Equal), CPU and memory
 // requests.
 Pod pod_from_k8s(const k8s::Document& doc, const k8s::Pod& pod, std::string_view resource);
-
-// Transitional, until the doctor stops calling it: default_filters() (the pod's required node
-// affinity and the node's spec.unschedulable are part of the model, Pod::required_affinity and
-// Node::unschedulable).
-std::vector<std::unique_ptr<FilterPlugin>> filters_for(const k8s::Pod& pod, std::span<const K8sNodeRef> nodes);
 
 }  // namespace kgpu::sched

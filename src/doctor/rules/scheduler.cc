@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "doctor/diagnoser.h"
+#include "k8s/gpu_resources.h"
 #include "sched/k8s_adapter.h"
 
 namespace kgpu::doctor::detail {
@@ -37,7 +38,7 @@ std::optional<Finding> Diagnoser::admission_out_of(const PodObj& p, const GpuReq
   f.evidence.push_back(Evidence{
       fmt::format("{} .status (reason {}) at {}", pod_ref(p), *p.v.status.reason, p.doc->where(p.v.status.reason.line)),
       std::string(*p.v.status.message)});
-  if (const NodeObj* node = s_.node(node_name); node != nullptr && is_gpu_resource(resource)) {
+  if (const NodeObj* node = s_.node(node_name); node != nullptr && k8s::is_gpu_device_resource(resource)) {
     const Holders& table = holders(std::string(resource));
     const auto i = static_cast<size_t>(node - s_.nodes.data());
     if (i < table.by_node.size()) {
@@ -75,8 +76,9 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   }
   const sched::Cluster& cluster = s_.cluster(req.resource);
   const sched::Pod spod = sched::pod_from_k8s(*p.doc, p.v, req.resource);
-  const auto filters = sched::filters_for(p.v, s_.node_refs());
-  const sched::FitReport fit = sched::explain_fit(spod, cluster, filters);
+  const sched::FitReport fit = sched::explain_fit(spod, cluster);
+  using sched::FitCode;
+  const auto code = [&](size_t i) { return fit.status[i].code; };
   if (fit.outcome.feasible > 0) return std::nullopt;  // fits now: the scheduler's next attempt places it
   f.details.push_back(fmt::format("kgpu's scheduler filters over the snapshot: {}", fit.outcome.message()));
   add_scheduling_evidence(p, f);
@@ -84,10 +86,9 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   const size_t n = cluster.nodes().size();
   std::vector<size_t> past_selector, past_taint;
   for (size_t i = 0; i < n; ++i) {
-    const sv plugin = fit.plugin[i];
-    if (plugin == "NodeSelector" || plugin == "NodeAffinity") continue;
+    if (code(i) == FitCode::kNodeAffinity) continue;
     past_selector.push_back(i);
-    if (plugin != "TaintToleration" && plugin != "NodeUnschedulable") past_taint.push_back(i);
+    if (code(i) != FitCode::kUntoleratedTaint && code(i) != FitCode::kUnschedulable) past_taint.push_back(i);
   }
   const auto has_gpu = [&](size_t i) { return cluster.node(i).gpus() > 0; };
 
@@ -151,22 +152,23 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   }
   // Cordoned or NotReady/unreachable/under-pressure nodes: the node controller's
   // node.kubernetes.io/* taints and spec.unschedulable say the node's state, not a missing toleration.
-  const auto first_untolerated = [&](size_t i) -> const k8s::Taint* {
-    for (const auto& t : s_.nodes[i].v.taints) {
-      if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
-      if (!k8s::tolerates(p.v.spec.tolerations, t)) return &t;
-    }
-    return nullptr;
+  // The taint the TaintToleration filter rejected node i on (the scheduler model keeps the
+  // node's taints in order, so its index is the snapshot's), or nullptr.
+  const auto untolerated = [&](size_t i) -> const k8s::Taint* {
+    const sched::FitStatus& st = fit.status[i];
+    const auto& taints = s_.nodes[i].v.taints;
+    if (st.code != FitCode::kUntoleratedTaint || st.taint < 0 || static_cast<size_t>(st.taint) >= taints.size())
+      return nullptr;
+    return &taints[static_cast<size_t>(st.taint)];
   };
   const auto node_state = [&](size_t i) -> const k8s::Taint* {
-    if (fit.plugin[i] != "TaintToleration") return nullptr;
-    const k8s::Taint* t = first_untolerated(i);
+    const k8s::Taint* t = untolerated(i);
     return t != nullptr && t->key.starts_with("node.kubernetes.io/") ? t : nullptr;
   };
   if (std::none_of(past_taint.begin(), past_taint.end(), has_gpu)) {
     std::vector<size_t> unavailable;
     for (size_t i : past_selector) {
-      if (has_gpu(i) && (fit.plugin[i] == "NodeUnschedulable" || node_state(i) != nullptr)) unavailable.push_back(i);
+      if (has_gpu(i) && (code(i) == FitCode::kUnschedulable || node_state(i) != nullptr)) unavailable.push_back(i);
     }
     if (!unavailable.empty()) {
       f.rule = "gpu-node-unavailable";
@@ -175,7 +177,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
       for (size_t i : unavailable) {
         const NodeObj& node = s_.nodes[i];
         const sv name = node.name();
-        if (fit.plugin[i] == "NodeUnschedulable") {
+        if (code(i) == FitCode::kUnschedulable) {
           f.details.push_back(fmt::format("node {} is cordoned (spec.unschedulable: true)", name));
           f.evidence.push_back(Evidence{
               fmt::format("node/{} .spec.unschedulable at {}", name, node.doc->where(node.v.unschedulable.line)),
@@ -209,16 +211,12 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
     f.summary = "every node with a free-able GPU that matches the selector has a taint the pod does not tolerate";
     std::string key, value, effect;
     for (size_t i : past_selector) {
-      if (!has_gpu(i) || fit.plugin[i] != "TaintToleration") continue;
+      const k8s::Taint* t = has_gpu(i) ? untolerated(i) : nullptr;
+      if (t == nullptr) continue;
       const NodeObj& node = s_.nodes[i];
-      for (const auto& t : node.v.taints) {
-        if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
-        if (k8s::tolerates(p.v.spec.tolerations, t)) continue;
-        if (key.empty()) key = t.key, value = t.value, effect = t.effect;
-        f.evidence.push_back(Evidence{fmt::format("node/{} .spec.taints at {}", node.name(), node.doc->where(t.line)),
-                                      fmt::format("{}={}:{}", t.key, t.value, t.effect)});
-        break;
-      }
+      if (key.empty()) key = t->key, value = t->value, effect = t->effect;
+      f.evidence.push_back(Evidence{fmt::format("node/{} .spec.taints at {}", node.name(), node.doc->where(t->line)),
+                                    fmt::format("{}={}:{}", t->key, t->value, t->effect)});
       if (f.evidence.size() >= 4) break;
     }
     f.fix.push_back(
@@ -233,7 +231,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
     std::map<std::string, std::vector<std::string>> other;  // resource -> nodes
     for (size_t i : past_taint) {
       for (const auto& [name, q] : s_.nodes[i].v.allocatable) {
-        if (is_gpu_resource(name) && name != req.resource && q->value() > 0) {
+        if (k8s::is_gpu_device_resource(name) && name != req.resource && q->value() > 0) {
           other[std::string(name)].emplace_back(s_.nodes[i].name());
         }
       }
@@ -286,7 +284,8 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   // GPUs free but CPU or memory not: a GPU node filled by other pods.
   std::vector<size_t> blocked;
   for (size_t i : candidates) {
-    if (fit.reasons[i] && (*fit.reasons[i] == "Insufficient cpu" || *fit.reasons[i] == "Insufficient memory") &&
+    const sched::FitStatus& st = fit.status[i];
+    if (st.code == FitCode::kInsufficient && (sv(st.resource) == "cpu" || sv(st.resource) == "memory") &&
         cluster.node(i).full_free_gpus() >= spod.num_gpu) {
       blocked.push_back(i);
     }
@@ -303,7 +302,8 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
         if (sched::holds_node_resources(q.v) && !gpu_request(q.v.spec) && component(q).empty()) ++cpu_pods;
       }
       f.details.push_back(fmt::format("{}: {} ({} non-GPU pods on it; GPU node taint: {})", node.name(),
-                                      *fit.reasons[i], cpu_pods, node.v.taints.empty() ? "none" : "present"));
+                                      fit.status[i].message(cluster.node(i)), cpu_pods,
+                                      node.v.taints.empty() ? "none" : "present"));
     }
     // Taint only the nodes that lack the GPU taint: on tainted ones the CPU pods tolerate it already.
     for (size_t i : candidates) {
