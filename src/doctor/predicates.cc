@@ -3,12 +3,11 @@
 #include <fmt/format.h>
 
 #include "doctor/diagnoser.h"
+#include "k8s/gpu_resources.h"
 
 namespace kgpu::doctor::detail {
 
-bool is_gpu_resource(sv name) {
-  return name == "nvidia.com/gpu" || name.starts_with("nvidia.com/mig-") || name.starts_with("nvidia.com/gpu.");
-}
+bool is_gpu_resource(sv name) { return k8s::is_gpu_device_resource(name); }
 
 std::optional<GpuRequest> gpu_request(const k8s::PodSpec& spec) {
   for (const auto& list : {&spec.containers, &spec.init_containers}) {

@@ -3,6 +3,9 @@
 // (exit codes, stdin, SARIF, disabling).
 #include "lint/lint.h"
 
+#include "doctor/diagnose.h"
+#include "lint/rules.h"
+
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -811,6 +814,111 @@ spec:
   EXPECT_THAT(hits_of(yaml), IsEmpty());
 }
 
+
+
+// -----------------------------------------------------------------------------------------------
+// lint and doctor on the same manifest: where both check a guide rule (image pinned, inference
+// server startup probe, HPA of an inference server on CPU/memory) they give the same answer.
+
+struct Agreement {
+  std::string image, command, probe, metrics;
+  bool image_finding, probe_finding, hpa_finding;  // what lint finds (so the agreement is not vacuous)
+};
+
+class SameAnswerAsDoctor : public ::testing::TestWithParam<Agreement> {};
+
+TEST_P(SameAnswerAsDoctor, OnTheSameManifest) {
+  const Agreement& a = GetParam();
+  const std::string yaml = fmt::format(R"(apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-1
+  labels: {{nvidia.com/gpu.present: "true", nvidia.com/gpu.product: NVIDIA-L4}}
+spec:
+  taints: [{{key: nvidia.com/gpu, value: present, effect: NoSchedule}}]
+status:
+  capacity: {{nvidia.com/gpu: "1", cpu: "8", memory: 32Gi}}
+  allocatable: {{nvidia.com/gpu: "1", cpu: "8", memory: 32Gi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: team-x}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
+      containers:
+      - name: server
+        image: {}
+        command: [{}]
+        resources: {{limits: {{nvidia.com/gpu: 1}}}}
+{}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {{name: web, namespace: team-x}}
+spec:
+  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}
+  minReplicas: 2
+  maxReplicas: 4
+{}
+)",
+                                       a.image, a.command, a.probe, a.metrics);
+  k8s::LoadResult for_lint = k8s::load_text(yaml, "same.yaml");
+  ASSERT_THAT(for_lint.errors, IsEmpty());
+  std::set<std::string> lint_ids;
+  for (const Finding& f : lint(for_lint.documents)) lint_ids.insert(std::string(f.rule->id));
+
+  const doctor::Snapshot snapshot = doctor::Snapshot::from(k8s::load_text(yaml, "same.yaml"));
+  auto found = doctor::diagnose(snapshot, {});
+  ASSERT_TRUE(found.has_value());
+  std::set<std::string> doctor_rules;
+  for (const doctor::Finding& f : *found) doctor_rules.insert(f.rule);
+
+  EXPECT_EQ(lint_ids.contains("GPU014"), a.image_finding) << yaml;
+  EXPECT_EQ(lint_ids.contains("GPU010"), a.probe_finding) << yaml;
+  EXPECT_EQ(lint_ids.contains("GPU015"), a.hpa_finding) << yaml;
+  EXPECT_EQ(lint_ids.contains("GPU014"), doctor_rules.contains("checklist-image-pinned")) << yaml;
+  EXPECT_EQ(lint_ids.contains("GPU010"), doctor_rules.contains("checklist-startup-probe")) << yaml;
+  EXPECT_EQ(lint_ids.contains("GPU015"), doctor_rules.contains("checklist-autoscale-queue-depth")) << yaml;
+}
+
+constexpr const char* kLongProbe = "        startupProbe: {httpGet: {path: /health, port: 8000}, periodSeconds: 10, failureThreshold: 60}";
+constexpr const char* kShortProbe = "        startupProbe: {httpGet: {path: /health, port: 8000}, periodSeconds: 5, failureThreshold: 3}";
+constexpr const char* kCpu =
+    "  metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}}]";
+constexpr const char* kCpuAndQueue =
+    "  metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}},\n"
+    "            {type: Pods, pods: {metric: {name: vllm_num_requests_waiting}, target: {type: AverageValue, "
+    "averageValue: 5}}}]";
+constexpr const char* kQueue =
+    "  metrics: [{type: Pods, pods: {metric: {name: vllm_num_requests_waiting}, target: {type: AverageValue, "
+    "averageValue: 5}}}]";
+
+INSTANTIATE_TEST_SUITE_P(
+    Lint, SameAnswerAsDoctor,
+    ::testing::Values(Agreement{"vllm/vllm-openai:v0.6.0", "vllm", kLongProbe, kQueue, false, false, false},
+                      Agreement{"vllm/vllm-openai", "vllm", "", kCpu, true, true, true},
+                      Agreement{"vllm/vllm-openai:latest", "vllm", kShortProbe, "", true, true, true},
+                      Agreement{"vllm/vllm-openai@sha256:0123", "vllm", kShortProbe, kCpuAndQueue, false, true, true},
+                      Agreement{"registry:5000/team/trainer", "python", "", kCpu, true, false, false},
+                      Agreement{"registry:5000/team/trainer:1.2", "python", "", "", false, false, false},
+                      Agreement{"nvcr.io/nvidia/tritonserver:24.08-py3", "tritonserver", kLongProbe, kCpu, false,
+                                false, true}));
+
+// The exported predicates on their own.
+TEST(Predicates, ImagePinnedAndStartupBudget) {
+  EXPECT_TRUE(image_pinned("vllm/vllm-openai:v0.6.0"));
+  EXPECT_TRUE(image_pinned("vllm/vllm-openai@sha256:0123"));
+  EXPECT_FALSE(image_pinned("vllm/vllm-openai"));
+  EXPECT_FALSE(image_pinned("vllm/vllm-openai:latest"));
+  EXPECT_FALSE(image_pinned("registry:5000/team/trainer"));  // a port is not a tag
+  k8s::Probe p;
+  EXPECT_EQ(startup_budget_s(p), 30);  // the API's defaults: 0 + 10 x 3
+}
 
 }  // namespace
 }  // namespace kgpu::lint

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "doctor/diagnoser.h"
+#include "lint/lint.h"
+#include "lint/rules.h"
 
 namespace kgpu::doctor::detail {
 
@@ -235,9 +237,8 @@ void Diagnoser::checklist() {
       const sv image = *c.image;
       const auto slash = image.rfind('/');
       const sv last = slash == sv::npos ? image : image.substr(slash + 1);
-      const bool digest = contains(image, "@sha256:");
       const bool tagged = last.find(':') != sv::npos;
-      if (digest || (tagged && !last.ends_with(":latest"))) continue;
+      if (lint::image_pinned(image)) continue;  // lint's GPU014: the same answer on the same manifest
       auto& f =
           checklist_finding("checklist-image-pinned", Severity::kWarning, o,
                             fmt::format("container {} runs image {} without a pinned version: a new release changes "
@@ -266,24 +267,25 @@ void Diagnoser::checklist() {
             return fmt::format("{}", fmt::join(kv, ","));
           }()));
     }
+    // lint's GPU010: an inference server's startup probe must cover model loading.
+    const int min_budget_s = lint::Options{}.min_startup_budget_s;
     for (const auto& c : spec.containers) {
-      if (c.startup_probe || !first_gpu_container(spec) || &c != first_gpu_container(spec)) continue;
-      auto& f = checklist_finding("checklist-startup-probe", Severity::kWarning, o,
-                                  fmt::format("GPU container {} has no startupProbe: the kubelet may kill it while the "
-                                              "model is still loading",
-                                              c.name));
+      if (!lint::is_inference_server(c) || lint::startup_probe_sufficient(c, min_budget_s)) continue;
+      auto& f = checklist_finding(
+          "checklist-startup-probe", Severity::kWarning, o,
+          c.startup_probe ? fmt::format("GPU container {} has a startupProbe of {} s, under the {} s a model takes to "
+                                        "load: the kubelet may kill it while the model is still loading",
+                                        c.name, lint::startup_budget_s(*c.startup_probe), min_budget_s)
+                          : fmt::format("GPU container {} has no startupProbe: the kubelet may kill it while the "
+                                        "model is still loading",
+                                        c.name));
       f.fix.push_back(
           "add a startupProbe on the health endpoint with periodSeconds: 10, failureThreshold: 60 (10 minutes)");
     }
     for (const auto& h : s_.hpas) {
       if (h.ns() != ns || h.v.scale_target_ref.name != w.doc->metadata.name) continue;
-      bool cpu = false, queue = false;
-      for (const auto& m : h.v.metrics) {
-        if ((m.type == "Resource" || m.type == "ContainerResource") && (m.name == "cpu" || m.name == "memory"))
-          cpu = true;
-        if (m.type == "Pods" || m.type == "Object" || m.type == "External") queue = true;
-      }
-      if (cpu && !queue) {
+      // lint's GPU015: an inference server's HPA on CPU or memory (or the default CPU metric).
+      if (lint::has_inference_server(spec) && lint::scales_on_cpu_or_memory(h.v)) {
         auto& f = checklist_finding("checklist-autoscale-queue-depth", Severity::kWarning,
                                     fmt::format("horizontalpodautoscaler/{}/{}", ns, h.name()),
                                     fmt::format("the HPA scales GPU Deployment {} on CPU: use queue depth "
