@@ -54,7 +54,8 @@ bool node_requirement_holds(std::string_view op, const Values& values, std::opti
   if (op == "Gt" || op == "Lt") {
     int64_t have = 0;
     int64_t want = 0;
-    if (!value || std::size(values) != 1 || !parse(*value, &have) || !parse(std::string_view(*std::begin(values)), &want))
+    if (!value || std::size(values) != 1 || !parse(*value, &have) ||
+        !parse(std::string_view(*std::begin(values)), &want))
       return false;
     return op == "Gt" ? have > want : have < want;
   }

@@ -104,7 +104,8 @@ Pod pod_from_k8s(const k8s::Document& doc, const k8s::Pod& pod, std::string_view
     return out;
   };
   for (const auto& term : pod.spec.required_node_affinity) {
-    p.required_affinity.push_back(NodeSelectorTerm{requirements(term.match_expressions), requirements(term.match_fields)});
+    p.required_affinity.push_back(
+        NodeSelectorTerm{requirements(term.match_expressions), requirements(term.match_fields)});
   }
   p.priority = static_cast<int>(std::clamp<int64_t>(pod.spec.priority.value_or(0), std::numeric_limits<int>::min(),
                                                     std::numeric_limits<int>::max()));

@@ -886,8 +886,10 @@ spec:
   EXPECT_EQ(lint_ids.contains("GPU015"), doctor_rules.contains("checklist-autoscale-queue-depth")) << yaml;
 }
 
-constexpr const char* kLongProbe = "        startupProbe: {httpGet: {path: /health, port: 8000}, periodSeconds: 10, failureThreshold: 60}";
-constexpr const char* kShortProbe = "        startupProbe: {httpGet: {path: /health, port: 8000}, periodSeconds: 5, failureThreshold: 3}";
+constexpr const char* kLongProbe =
+    "        startupProbe: {httpGet: {path: /health, port: 8000}, periodSeconds: 10, failureThreshold: 60}";
+constexpr const char* kShortProbe =
+    "        startupProbe: {httpGet: {path: /health, port: 8000}, periodSeconds: 5, failureThreshold: 3}";
 constexpr const char* kCpu =
     "  metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}}]";
 constexpr const char* kCpuAndQueue =

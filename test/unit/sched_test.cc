@@ -325,7 +325,9 @@ TEST(Framework, IncrementalDecidesAsTheFullScan) {
     if (gen() % 5 == 0) p.gpu_models = {"T4"};
     if (gen() % 6 == 0) p.node_selector["pool"] = "a";
     if (gen() % 4 == 0) p.tolerations.push_back({"dedicated", "Exists", "", "NoSchedule"});
-    if (i % 4 == 1) p.required_affinity.push_back(NodeSelectorTerm{{NodeSelectorRequirement{"zone", "NotIn", {"a"}}}, {}});
+    if (i % 4 == 1) {
+      p.required_affinity.push_back(NodeSelectorTerm{{NodeSelectorRequirement{"zone", "NotIn", {"a"}}}, {}});
+    }
     if (i % 6 == 5) p.tolerations.push_back({"node.kubernetes.io/unschedulable", "Exists", "", ""});
     shapes.push_back(p);
   }
