@@ -22,8 +22,8 @@
 
 namespace kgpu::sched {
 
-// Why a node does not take a pod, as a value: what `kgpu doctor` and the simulator read, never
-// parsed back from text. message() is kube-scheduler's wording for it.
+// Why a node does not take a pod, as a value that callers (`kgpu doctor`) branch on instead of
+// parsing text; message() is kube-scheduler's wording for it, what Outcome::reasons counts.
 enum class FitCode : uint8_t {
   kFits,
   kNodeAffinity,      // nodeSelector or required node affinity: "node(s) didn't match Pod's node affinity/selector"
