@@ -13,32 +13,11 @@
 #include <fstream>
 #include <thread>
 
+#include "common/base64.h"
 #include "common/files.h"
 #include "manifest.h"
 #include "server.h"
 #include "tls.h"
-
-namespace {
-
-std::string base64(const std::string& in) {
-  static constexpr char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], kTable[(v >> 6) & 63], kTable[v & 63]};
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t v = uint8_t(in[i]) << 16;
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], kTable[(v >> 6) & 63], '='};
-  }
-  return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace kgpu::apiserver;
@@ -158,13 +137,13 @@ int main(int argc, char** argv) {
     const bool cert_user = options.tls && (kubeconfig_user == "client-cert" || options.tokens.empty());
     out << "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: " << server.url() << "\n";
     if (options.tls) {
-      out << "    certificate-authority-data: " << base64(read_file_text(certs.ca_cert)) << "\n";
+      out << "    certificate-authority-data: " << kgpu::base64_encode(read_file_text(certs.ca_cert)) << "\n";
       out << "- name: standin-insecure\n  cluster:\n    server: " << server.url()
           << "\n    insecure-skip-tls-verify: true\n";
     }
     const auto cert_creds = [&] {
-      return "    client-certificate-data: " + base64(read_file_text(certs.client_cert)) +
-             "\n    client-key-data: " + base64(read_file_text(certs.client_key)) + "\n";
+      return "    client-certificate-data: " + kgpu::base64_encode(read_file_text(certs.client_cert)) +
+             "\n    client-key-data: " + kgpu::base64_encode(read_file_text(certs.client_key)) + "\n";
     };
     const std::string token_creds = options.tokens.empty() ? "    {}\n" : "    token: " + options.tokens.front() + "\n";
     out << "users:\n- name: standin\n  user:\n" << (cert_user ? cert_creds() : token_creds);

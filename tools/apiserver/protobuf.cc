@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "common/base64.h"
+
 namespace kgpu::apiserver {
 
 using nlohmann::json;
@@ -79,24 +81,6 @@ class Reader {
   size_t pos_ = 0;
   bool ok_ = true;
 };
-
-std::string base64(std::string_view in) {
-  static constexpr char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], kTable[(v >> 6) & 63], kTable[v & 63]};
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t v = uint8_t(in[i]) << 16;
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], kTable[(v >> 6) & 63], '='};
-  }
-  return out;
-}
 
 // A map<string, string|bytes> entry {key = 1, value = 2}.
 bool map_entry(std::string_view entry, std::string& key, std::string& value) {
@@ -218,7 +202,7 @@ json decode_protobuf(std::string_view body, const std::string& kind, std::string
       }
       const bool binary = (kind == "ConfigMap" && f == 3) || (kind == "Secret" && f == 2);
       const char* field = kind == "ConfigMap" ? (f == 2 ? "data" : "binaryData") : (f == 2 ? "data" : "stringData");
-      out[field][k] = binary ? base64(v) : v;
+      out[field][k] = binary ? base64_encode(v) : v;
     } else if (kind == "Secret" && f == 3) {
       out["type"] = std::string(*b);
     }

@@ -98,6 +98,10 @@ std::string Server::bind() {
         if (SSL_CTX_load_verify_locations(&ctx, options_.client_ca_file.c_str(), nullptr) != 1) return false;
         // Ask for a client certificate, verify one when presented, but let token clients in.
         SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
+        // With peer verification on, OpenSSL fails the handshake of a resumed session unless the
+        // server names a session id context.
+        static constexpr unsigned char kSessionContext[] = "kgpu-apiserver";
+        SSL_CTX_set_session_id_context(&ctx, kSessionContext, sizeof kSessionContext - 1);
       }
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
       return true;
@@ -113,6 +117,7 @@ std::string Server::bind() {
   http_->set_read_timeout(std::chrono::seconds(30));
   http_->set_write_timeout(std::chrono::seconds(30));
   http_->set_keep_alive_timeout(30);
+  http_->set_keep_alive_max_count(10'000);  // cpp-httplib's default closes a connection after 5 requests
   for (const char* m : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
     const std::string method = m;
     auto handler = [this, method](const httplib::Request& req, httplib::Response& res) {
