@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/base64.h"
+#include "standin.h"
 #include "test_env.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -22,70 +23,11 @@ namespace {
 using nlohmann::json;
 using kgpu::testing::ChildProcess;
 using kgpu::testing::TempDir;
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A kgpu-apiserver with TLS, token "t0k", certificates and a kubeconfig in its own directory.
-class StandIn {
- public:
-  explicit StandIn(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{KGPU_APISERVER, "--tls", "--cert-dir", (dir_.path() / "certs").string(),
-                                  "--token", "t0k", "--kubeconfig", kubeconfig(), "--port-file",
-                                  (dir_.path() / "port").string(), "--bookmark-interval-ms", "200"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    proc_ = std::make_unique<ChildProcess>(argv, std::vector<std::string>{}, (dir_.path() / "log").string());
-    for (int i = 0; i < 400 && slurp(dir_.path() / "port").empty(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    port_ = std::stoi(slurp(dir_.path() / "port"));
-  }
-  std::string kubeconfig() const { return (dir_.path() / "kubeconfig").string(); }
-  std::string cert(const std::string& name) const { return slurp(dir_.path() / "certs" / name); }
-  std::string url() const { return "https://127.0.0.1:" + std::to_string(port_); }
-  int port() const { return port_; }
-  const TempDir& dir() const { return dir_; }
-  // POST /standin/v1/faults.
-  void fault(const json& f) const {
-    httplib::SSLClient c("127.0.0.1", port_);
-    c.enable_server_certificate_verification(false);
-    auto r = c.Post("/standin/v1/faults", f.dump(), "application/json");
-    ASSERT_TRUE(r && r->status == 200);
-  }
-  void put_log(const std::string& path, const std::string& text) const {
-    httplib::SSLClient c("127.0.0.1", port_);
-    c.enable_server_certificate_verification(false);
-    auto r = c.Put("/standin/v1/logs/" + path, text, "text/plain");
-    ASSERT_TRUE(r && r->status == 200);
-  }
-
- private:
-  TempDir dir_;
-  std::unique_ptr<ChildProcess> proc_;
-  int port_ = 0;
-};
-
-RestConfig token_config(const StandIn& s) {
-  RestConfig c;
-  c.server = s.url();
-  c.ca_pem = s.cert("ca.crt");
-  c.token = "t0k";
-  return c;
-}
-
-std::unique_ptr<Client> client_for(RestConfig c, ClientOptions o = {}) {
-  o.initial_backoff = std::chrono::milliseconds(20);
-  auto cl = Client::create(std::move(c), o);
-  EXPECT_TRUE(cl) << cl.error().message;
-  return std::move(*cl);
-}
-
-json pod(const std::string& name) {
-  return json{{"metadata", {{"name", name}, {"labels", {{"app", "t"}}}}},
-              {"spec", {{"containers", json::array({json{{"name", "c"}, {"image", "i:1"}}})}}}};
-}
+using kgpu::testing::StandIn;
+using kgpu::testing::slurp;
+using kgpu::testing::token_config;
+using kgpu::testing::client_for;
+using kgpu::testing::test_pod;
 
 class KubeClientTest : public ::testing::Test {
  protected:
@@ -210,10 +152,10 @@ TEST_F(KubeClientTest, ExecPluginFailuresAreClear) {
 
 TEST_F(KubeClientTest, VerbsAndTypedErrors) {
   auto c = client_for(token_config(*server_));
-  auto created = c->create(resources::kPods, "default", pod("verbs"));
+  auto created = c->create(resources::kPods, "default", test_pod("verbs"));
   ASSERT_TRUE(created) << created.error().text();
   EXPECT_EQ((*created)["kind"], "Pod");
-  EXPECT_TRUE(c->create(resources::kPods, "default", pod("verbs")).error().already_exists());
+  EXPECT_TRUE(c->create(resources::kPods, "default", test_pod("verbs")).error().already_exists());
   EXPECT_TRUE(c->get(resources::kPods, "default", "missing").error().not_found());
   // A stale update is a Conflict.
   json stale = *created;
@@ -262,7 +204,7 @@ TEST_F(KubeClientTest, ListAllPages) {
   auto c = client_for(token_config(*server_));
   ASSERT_TRUE(c->create(resources::kNamespaces, "", json{{"metadata", {{"name", "paging"}}}}));
   for (int i = 0; i < 23; ++i) {
-    auto p = c->create(resources::kPods, "paging", pod(fmt::format("p{:02}", i)));
+    auto p = c->create(resources::kPods, "paging", test_pod(fmt::format("p{:02}", i)));
     ASSERT_TRUE(p) << p.error().text();
   }
   const uint64_t before = c->requests_sent();
@@ -341,7 +283,7 @@ TEST_F(KubeClientTest, WatchDeliversEventsBookmarksAndStops) {
   int bookmarks = 0;
   std::thread writer([&] {
     auto w = client_for(token_config(*server_));
-    w->create(resources::kPods, "watching", pod("a"));
+    w->create(resources::kPods, "watching", test_pod("a"));
     w->patch(resources::kPods, "watching", "a", PatchType::kMerge, json::parse(R"({"metadata":{"labels":{"x":"1"}}})"));
     w->remove(resources::kPods, "watching", "a");
   });
