@@ -112,7 +112,13 @@ int main(int argc, char** argv) {
       }
       // The status given in the file is kept (a snapshot's pods and nodes come with theirs).
       const nlohmann::json status = o.contains("status") ? o["status"] : nlohmann::json();
-      const Answer a = server.store().create(*r, ns, o, false);
+      Answer a = server.store().create(*r, ns, o, false, /*restore=*/true);
+      if (a.code == 409 && a.body.value("reason", "") == "AlreadyExists") {  // e.g. namespace "default"
+        nlohmann::json replacement = o;
+        replacement["metadata"].erase("resourceVersion");
+        replacement["metadata"].erase("uid");
+        a = server.store().update(*r, ns, name, replacement, Part::kMain, false);
+      }
       if (a.code >= 300) {
         fmt::print(stderr, "kgpu-apiserver: --load {}: {}\n", path, a.body.value("message", a.body.dump()));
         return 2;

@@ -279,7 +279,7 @@ void Server::handle_standin(const httplib::Request& req, httplib::Response& res,
   }
   if (what == "logs" && method == "PUT" && parts.size() == 6) {
     std::lock_guard lock(mu_);
-    logs_[parts[3] + "/" + parts[4] + "/" + parts[5]] = req.body;
+    logs_[parts[3] + "/" + parts[4] + "/" + parts[5] + (truthy(req, "previous") ? "#previous" : "")] = req.body;
     res.set_content(R"({"ok":true})", kJson);
     return;
   }
@@ -494,7 +494,9 @@ void Server::serve_log(const Request& r, const httplib::Request& req, httplib::R
   if (pod.code != 200) return send(res, pod);
   std::string container = param(req, "container");
   std::vector<std::string> names;
-  for (const auto& c : pod.body["spec"].value("containers", json::array())) names.push_back(c.value("name", ""));
+  for (const char* list : {"initContainers", "containers", "ephemeralContainers"}) {
+    for (const auto& c : pod.body["spec"].value(list, json::array())) names.push_back(c.value("name", ""));
+  }
   if (container.empty()) {
     if (names.size() != 1) {
       return send_status(res, 400, "BadRequest",
@@ -507,9 +509,37 @@ void Server::serve_log(const Request& r, const httplib::Request& req, httplib::R
                        fmt::format("container {} is not valid for pod {}", container, r.name));
   }
   std::string text;
+  const bool previous = truthy(req, "previous");
   {
     std::lock_guard lock(mu_);
-    if (const auto it = logs_.find(r.ns + "/" + r.name + "/" + container); it != logs_.end()) text = it->second;
+    const auto it = logs_.find(r.ns + "/" + r.name + "/" + container + (previous ? "#previous" : ""));
+    if (it != logs_.end()) {
+      text = it->second;
+    } else if (previous) {
+      return send_status(res, 400, "BadRequest",
+                         fmt::format("previous terminated container \"{}\" in pod \"{}\" not found", container, r.name));
+    }
+  }
+  if (text.empty()) {
+    // No log stored: a container that never started has none (the kubelet's answer), one that
+    // runs has an empty one.
+    std::string waiting = "ContainerCreating";
+    const json& st = pod.body.contains("status") ? pod.body["status"] : json::object();
+    for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+      for (const auto& cs : st.value(list, json::array())) {
+        if (cs.value("name", "") != container || !cs.contains("state") || !cs["state"].is_object()) continue;
+        const json& state = cs["state"];
+        if (state.contains("running") || state.contains("terminated")) waiting.clear();
+        if (state.contains("waiting") && state["waiting"].is_object()) {
+          waiting = state["waiting"].value("reason", "ContainerCreating");
+        }
+      }
+    }
+    if (!waiting.empty()) {
+      return send_status(res, 400, "BadRequest",
+                         fmt::format("container \"{}\" in pod \"{}\" is waiting to start: {}", container, r.name,
+                                     waiting));
+    }
   }
   if (const std::string tail = param(req, "tailLines"); !tail.empty()) {
     long n = 0;

@@ -137,7 +137,7 @@ bool Store::namespace_usable(const std::string& ns, Answer& error) const {
   return false;
 }
 
-Answer Store::create(const ResourceInfo& res, const std::string& ns, json body, bool dry_run) {
+Answer Store::create(const ResourceInfo& res, const std::string& ns, json body, bool dry_run, bool restore) {
   if (!body.is_object()) return status_answer(400, "BadRequest", "the body of the request is not a JSON object");
   if (!body.contains("apiVersion")) body["apiVersion"] = res.api_version();
   if (!body.contains("kind")) body["kind"] = res.kind;
@@ -189,8 +189,10 @@ Answer Store::create(const ResourceInfo& res, const std::string& ns, json body, 
   if (objs.contains(key)) {
     return status_answer(409, "AlreadyExists", fmt::format("{} \"{}\" already exists", res.qualified(), name), &res, name);
   }
-  m["uid"] = random_uid();
-  m["creationTimestamp"] = now_rfc3339();
+  if (!restore || !m.contains("uid") || !m["uid"].is_string()) m["uid"] = random_uid();
+  if (!restore || !m.contains("creationTimestamp") || !m["creationTimestamp"].is_string()) {
+    m["creationTimestamp"] = now_rfc3339();
+  }
   m["generation"] = 1;
   m.erase("resourceVersion");
   m.erase("deletionTimestamp");

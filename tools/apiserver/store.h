@@ -61,7 +61,9 @@ class Store {
  public:
   explicit Store(size_t history_limit);
 
-  Answer create(const ResourceInfo& res, const std::string& ns, nlohmann::json body, bool dry_run);
+  // `restore`: the object comes from a snapshot (--load): its uid and creationTimestamp are kept.
+  Answer create(const ResourceInfo& res, const std::string& ns, nlohmann::json body, bool dry_run,
+                bool restore = false);
   Answer get(const ResourceInfo& res, const std::string& ns, const std::string& name) const;
   Answer list(const ResourceInfo& res, const ListOptions& options) const;
   Answer update(const ResourceInfo& res, const std::string& ns, const std::string& name, nlohmann::json body,
