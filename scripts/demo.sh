@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a simulated node: `kgpu inventory`, then `kgpu agent` serving GPU metrics, the
 # kubelet device plugins (with an NVIDIA-format time-slicing config) and the node labels, all in a
-# temporary directory standing in for the kubelet's and NFD's directories.
+# temporary directory standing in for the kubelet's and NFD's directories; then `kgpu doctor` live
+# against a small cluster served by the API-server stand-in.
 # Usage: scripts/demo.sh BUILD_DIR NODE_YAML [SECONDS]   (SECONDS=0: serve until Ctrl-C)
 set -euo pipefail
 build=${1:?build dir}
@@ -37,6 +38,17 @@ echo "Readiness (/ready; /health is the liveness probe):"
 curl -s "http://127.0.0.1:$port/ready" || true
 echo "Node labels written for NFD, a few of them:"
 grep -E '^nvidia.com/(gpu[.](product|count|replicas|sharing-strategy)|cuda[.]driver-version[.]full)=' "$state/features.d/gfd" || true
+echo
+# A small cluster to look at: the API-server stand-in serving three GPU nodes and two teams'
+# workloads (examples/cluster/demo.yaml), and kgpu doctor reading it live through its API client.
+"$build/tools/apiserver/kgpu-apiserver" --tls --cert-dir "$state/apiserver" --token demo \
+  --kubeconfig "$state/kubeconfig" --port-file "$state/apiserver.port" \
+  --load examples/cluster/demo.yaml > "$state/apiserver.log" 2>&1 &
+apiserver=$!
+trap 'kill $agent $apiserver 2>/dev/null || true; wait $agent $apiserver 2>/dev/null || true; rm -rf "$state"' EXIT
+for _ in $(seq 100); do [ -s "$state/apiserver.port" ] && break; sleep 0.05; done
+echo "kgpu doctor, live against a 3-node H100 cluster (kgpu-apiserver on https://127.0.0.1:$(cat "$state/apiserver.port")):"
+"$build/kgpu" doctor --kubeconfig "$state/kubeconfig" --no-checklist || true
 if [ "$seconds" = 0 ]; then
   echo "Ctrl-C to stop."
   wait $agent

