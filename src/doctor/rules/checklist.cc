@@ -11,13 +11,8 @@ namespace kgpu::doctor::detail {
 
 void Diagnoser::checklist() {
   const bool cluster_scope = o_.target.kind == Target::Kind::kCluster;
-  const auto checklist_finding = [&](const char* rule, Severity sev, std::string object,
-                                     std::string summary) -> Finding& {
-    Finding f;
-    f.rule = rule;
-    f.layer = Layer::kCluster;
-    f.severity = sev;
-    f.object = std::move(object);
+  const auto checklist_finding = [&](RuleId rule, std::string object, std::string summary) -> Finding& {
+    Finding f = make_finding(rule, std::move(object));
     f.summary = std::move(summary);
     return add(std::move(f));
   };
@@ -69,7 +64,7 @@ void Diagnoser::checklist() {
       if (!tainted) untainted.emplace_back(n->name());
     }
     if (!untainted.empty()) {
-      auto& f = checklist_finding("checklist-gpu-nodes-tainted", Severity::kWarning, "cluster",
+      auto& f = checklist_finding(RuleId::kChecklistGpuNodesTainted, "cluster",
                                   fmt::format("{} of {} GPU node(s) have no NoSchedule taint: CPU pods can fill their "
                                               "CPU and memory",
                                               untainted.size(), gpu_nodes.size()));
@@ -85,7 +80,7 @@ void Diagnoser::checklist() {
     }
     if (user_pcs == 0 && !wls.empty()) {
       auto& f =
-          checklist_finding("checklist-priority-classes", Severity::kWarning, "cluster",
+          checklist_finding(RuleId::kChecklistPriorityClasses, "cluster",
                             "no PriorityClass besides the system ones: production inference cannot preempt dev work");
       f.fix.push_back(
           "kubectl create priorityclass gpu-production --value=100000 --description='production GPU inference'");
@@ -110,7 +105,7 @@ void Diagnoser::checklist() {
       }
     }
     if (!scraped && !gpu_nodes.empty()) {
-      auto& f = checklist_finding("checklist-gpu-metrics-scraped", Severity::kWarning, "cluster",
+      auto& f = checklist_finding(RuleId::kChecklistGpuMetricsScraped, "cluster",
                                   "no ServiceMonitor/PodMonitor (or prometheus.io/scrape Service) selects the DCGM "
                                   "exporter or kgpu agent: GPU metrics are not scraped");
       f.fix.push_back(
@@ -140,7 +135,7 @@ void Diagnoser::checklist() {
       if (!w.found) missing.emplace_back(w.what);
     }
     if (!missing.empty() && !gpu_nodes.empty()) {
-      auto& f = checklist_finding("checklist-gpu-alerts", Severity::kWarning, "cluster",
+      auto& f = checklist_finding(RuleId::kChecklistGpuAlerts, "cluster",
                                   fmt::format("no alert rule for GPU {}", fmt::join(missing, ", ")));
       f.details.push_back(fmt::format("{} PrometheusRule object(s) in the snapshot", s_.prometheus_rules.size()));
       f.fix.push_back("kubectl apply -f deploy/rules/gpu-alerts.rules.yaml  # or the guide's gpu-alerts.yaml");
@@ -156,7 +151,7 @@ void Diagnoser::checklist() {
         host = fmt::format("cloud.google.com/gke-gpu-driver-version={}", v);
       if (host.empty()) continue;
       auto& f =
-          checklist_finding("checklist-one-driver-owner", Severity::kCritical, fmt::format("node/{}", n->name()),
+          checklist_finding(RuleId::kChecklistOneDriverOwner, fmt::format("node/{}", n->name()),
                             "two driver owners: the GPU Operator's driver pod runs on a node whose driver the host "
                             "(or the cloud provider) already installs");
       f.evidence.push_back(
@@ -180,7 +175,7 @@ void Diagnoser::checklist() {
           }
         }
         if (ok) continue;
-        auto& f = checklist_finding("checklist-cuda-validator", Severity::kWarning, fmt::format("node/{}", n->name()),
+        auto& f = checklist_finding(RuleId::kChecklistCudaValidator, fmt::format("node/{}", n->name()),
                                     "nvidia-cuda-validator has not completed on this GPU node");
         if (v != nullptr)
           f.details.push_back(fmt::format("validator {}/{}: {}", v->ns(), v->name(), pod_status_text(v->v)));
@@ -198,7 +193,7 @@ void Diagnoser::checklist() {
       if (q.ns() == ns && q.v.hard.contains("requests.nvidia.com/gpu")) quota = true;
     }
     if (!quota) {
-      auto& f = checklist_finding("checklist-gpu-quota", Severity::kWarning, fmt::format("namespace/{}", ns),
+      auto& f = checklist_finding(RuleId::kChecklistGpuQuota, fmt::format("namespace/{}", ns),
                                   "no ResourceQuota on requests.nvidia.com/gpu in this team namespace");
       f.fix.push_back(fmt::format("kubectl create quota gpu-quota -n {} --hard=requests.nvidia.com/gpu=<n>", ns));
     }
@@ -220,8 +215,7 @@ void Diagnoser::checklist() {
         return k8s::tolerates(spec.tolerations, *t);
       });
       if (!tolerates_some) {
-        auto& f = checklist_finding(
-            "checklist-workloads-tolerate", Severity::kWarning, o,
+        auto& f = checklist_finding(RuleId::kChecklistWorkloadsTolerate, o,
             fmt::format("the GPU workload tolerates none of the GPU nodes' taints (e.g. {}={}:{})",
                         gpu_taints.front()->key, gpu_taints.front()->value, gpu_taints.front()->effect));
         f.fix.push_back(patch_command(
@@ -239,7 +233,7 @@ void Diagnoser::checklist() {
       const bool tagged = last.find(':') != sv::npos;
       if (digest || (tagged && !last.ends_with(":latest"))) continue;
       auto& f =
-          checklist_finding("checklist-image-pinned", Severity::kWarning, o,
+          checklist_finding(RuleId::kChecklistImagePinned, o,
                             fmt::format("container {} runs image {} without a pinned version: a new release changes "
                                         "the server on the next restart",
                                         c.name, image));
@@ -256,7 +250,7 @@ void Diagnoser::checklist() {
     }
     if (!pdb) {
       auto& f =
-          checklist_finding("checklist-pdb-inference", Severity::kWarning, o,
+          checklist_finding(RuleId::kChecklistPdbInference, o,
                             "no PodDisruptionBudget covers this GPU Deployment: driver upgrades and drains can take "
                             "every replica down at once");
       f.fix.push_back(
@@ -268,7 +262,7 @@ void Diagnoser::checklist() {
     }
     for (const auto& c : spec.containers) {
       if (c.startup_probe || !first_gpu_container(spec) || &c != first_gpu_container(spec)) continue;
-      auto& f = checklist_finding("checklist-startup-probe", Severity::kWarning, o,
+      auto& f = checklist_finding(RuleId::kChecklistStartupProbe, o,
                                   fmt::format("GPU container {} has no startupProbe: the kubelet may kill it while the "
                                               "model is still loading",
                                               c.name));
@@ -284,7 +278,7 @@ void Diagnoser::checklist() {
         if (m.type == "Pods" || m.type == "Object" || m.type == "External") queue = true;
       }
       if (cpu && !queue) {
-        auto& f = checklist_finding("checklist-autoscale-queue-depth", Severity::kWarning,
+        auto& f = checklist_finding(RuleId::kChecklistAutoscaleQueueDepth,
                                     fmt::format("horizontalpodautoscaler/{}/{}", ns, h.name()),
                                     fmt::format("the HPA scales GPU Deployment {} on CPU: use queue depth "
                                                 "(vllm:num_requests_waiting) or latency",

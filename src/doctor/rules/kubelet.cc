@@ -1,0 +1,95 @@
+// Pods known only from their events (`kubectl get events` pasted without the pods): what the
+// kubelet did to them, from the event and whatever else the snapshot holds. Admission rejections
+// (UnexpectedAdmissionError, OutOf<resource>), the runtime hook failing, probe kills of a loading
+// model server. A pod that is in the snapshot is walked by pod_finding() instead; when other pods of
+// its namespace are, it was deleted and its events are history.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "doctor/diagnoser.h"
+
+namespace kgpu::doctor::detail {
+
+void Diagnoser::pod_event_findings() {
+  std::set<std::pair<sv, sv>> seen;
+  for (const auto& e : s_.events) {
+    const auto& io = e.v.involved_object;
+    if (io.kind != "Pod" || s_.pod(io.namespace_, io.name) != nullptr) continue;
+    // With the namespace's pods collected, a pod missing from them was deleted: its events are history.
+    if (std::any_of(s_.pods.begin(), s_.pods.end(), [&](const PodObj& p) { return p.ns() == io.namespace_; })) {
+      continue;
+    }
+    switch (o_.target.kind) {
+      case Target::Kind::kCluster:
+        break;
+      case Target::Kind::kNamespace:
+        if (io.namespace_ != o_.target.ns) continue;
+        break;
+      case Target::Kind::kNode:
+        if (e.v.source_host != o_.target.name) continue;
+        break;
+      case Target::Kind::kPod:
+        continue;  // diagnose() requires the target pod in the snapshot
+    }
+    if (!seen.emplace(io.namespace_, io.name).second) continue;
+    if (auto f = pod_event_finding(io.namespace_, io.name)) add(std::move(*f));
+  }
+}
+
+std::optional<Finding> Diagnoser::pod_event_finding(sv ns, sv name) {
+  const auto events = s_.events_for("Pod", ns, name);
+  const std::string obj = fmt::format("pod/{}/{}", ns, name);
+  // The kubelet's device admission: "Allocate failed due to ..., which is unexpected".
+  if (const auto* e = last_event(s_, "Pod", ns, name, "UnexpectedAdmissionError")) {
+    return admission_rejected(ns, name, e->v.source_host, e->v.message, event_evidence(*e), nullptr);
+  }
+  // The kubelet's resource admission (a pod bound with spec.nodeName, or a race with another pod):
+  // reason OutOf<resource>, "Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 1,
+  // capacity: 1".
+  for (const auto* e : events) {
+    if (!e->v.reason.starts_with("OutOf") || !is_gpu_resource(e->v.reason.substr(5))) continue;
+    const sv resource = e->v.reason.substr(5);
+    const sv node = e->v.source_host;
+    Finding f = make_finding(RuleId::kAdmissionOutOfResource, obj);
+    f.summary = fmt::format(
+        "the kubelet{}{} rejected the pod ({}): the node had no free {} when the pod arrived (a pod that names its "
+        "node in spec.nodeName skips the scheduler)",
+        node.empty() ? "" : " on ", node, e->v.reason, resource);
+    f.evidence.push_back(event_evidence(*e));
+    f.details.push_back("the pod is not in the snapshot: diagnosed from its event");
+    f.fix.push_back(
+        fmt::format("drop spec.nodeName and select the node with a nodeSelector (kubernetes.io/hostname: {}) so that "
+                    "the scheduler waits for a free {}",
+                    node.empty() ? sv("<node>") : node, resource));
+    f.fix.push_back(fmt::format("kubectl get pod -n {} {} -o yaml  # then re-create it", ns, name));
+    return f;
+  }
+  // The NVIDIA container runtime hook (CreateContainerError / RunContainerError events).
+  if (const auto* e = last_event(s_, "Pod", ns, name, "", "nvidia-container-cli")) {
+    const sv msg = e->v.message;
+    const sv node = e->v.source_host;
+    const bool cuda = contains(msg, "requirement error") || contains(msg, "unsatisfied condition: cuda");
+    Finding f = make_finding(cuda ? RuleId::kAppCudaNewerThanDriver : RuleId::kToolkitInitError, obj);
+    f.summary = cuda ? fmt::format("the image requires a newer CUDA than the driver on {} supports",
+                                   node.empty() ? sv("the node") : node)
+                     : fmt::format(
+                           "the NVIDIA container runtime hook failed on {}: the toolkit ran but the driver was not "
+                           "ready",
+                           node.empty() ? sv("the node") : node);
+    f.evidence.push_back(event_evidence(*e));
+    if (!node.empty()) {
+      if (const auto* d = stack_pod_on(s_, node, "driver")) {
+        f.details.push_back(fmt::format("driver pod {}/{} on {}: {}", d->ns(), d->name(), node, pod_status_text(d->v)));
+      }
+    }
+    f.fix.push_back(cuda ? "use an image built for the node's CUDA version, or upgrade the driver on the node pool"
+                         : "kubectl logs -n gpu-operator -l app=nvidia-driver-daemonset --tail=100  # the driver first");
+    if (!cuda) f.fix.push_back("kubectl logs -n gpu-operator -l app=nvidia-container-toolkit-daemonset --tail=50");
+    return f;
+  }
+  return probe_killed(ns, name, nullptr);
+}
+
+}  // namespace kgpu::doctor::detail
