@@ -12,10 +12,12 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include "doctor/collect.h"
 #include "doctor/diagnose.h"
 #include "doctor/snapshot.h"
+#include "lint/lint.h"
 
 namespace kgpu::doctor {
 namespace {
@@ -417,6 +419,25 @@ TEST(DoctorCatalog, DocsListEveryRule) {
   for (const auto& r : rule_catalog()) {
     EXPECT_NE(doc.find("`" + std::string(r.id) + "`"), std::string::npos) << r.id << " is not in docs/doctor.md";
   }
+}
+
+// One Severity for lint and doctor, and one exit status scale (common/severity.h).
+static_assert(std::is_same_v<Severity, lint::Severity>);
+
+TEST(Doctor, ExitCodesAreLintsToo) {
+  const auto with = [](Severity s) {
+    Finding f;
+    f.severity = s;
+    return std::vector<Finding>{f};
+  };
+  EXPECT_EQ(exit_code({}), exit_code_for(std::nullopt));
+  for (Severity s : {Severity::kInfo, Severity::kWarning, Severity::kCritical}) {
+    EXPECT_EQ(exit_code(with(s)), exit_code_for(s));
+  }
+  EXPECT_EQ(exit_code(with(Severity::kInfo)), 0);
+  EXPECT_EQ(exit_code(with(Severity::kWarning)), 1);
+  EXPECT_EQ(exit_code(with(Severity::kCritical)), 3);
+  EXPECT_EQ(kExitInputError, 2);
 }
 
 TEST(Doctor, ParseTime) {
