@@ -5,7 +5,6 @@
 // its namespace are, it was deleted and its events are history.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <set>
 
 #include "doctor/diagnoser.h"
@@ -14,13 +13,13 @@ namespace kgpu::doctor::detail {
 
 void Diagnoser::pod_event_findings() {
   std::set<std::pair<sv, sv>> seen;
+  std::set<sv> collected;  // namespaces whose pods are in the snapshot
+  for (const auto& p : s_.pods) collected.insert(p.ns());
   for (const auto& e : s_.events) {
     const auto& io = e.v.involved_object;
     if (io.kind != "Pod" || s_.pod(io.namespace_, io.name) != nullptr) continue;
     // With the namespace's pods collected, a pod missing from them was deleted: its events are history.
-    if (std::any_of(s_.pods.begin(), s_.pods.end(), [&](const PodObj& p) { return p.ns() == io.namespace_; })) {
-      continue;
-    }
+    if (collected.contains(io.namespace_)) continue;
     switch (o_.target.kind) {
       case Target::Kind::kCluster:
         break;

@@ -2,7 +2,6 @@
 // requests, quota), and snapshot values no API server would accept (input errors).
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -220,6 +219,10 @@ void Diagnoser::spec_findings() {
       }
     }
   }
+  std::set<sv> rs_namespaces;  // namespaces whose ReplicaSets are in the snapshot
+  for (const auto& w : s_.workloads) {
+    if (w.doc->kind == "ReplicaSet") rs_namespaces.insert(w.ns());
+  }
   for (const auto& e : s_.events) {
     const auto& io = e.v.involved_object;
     if (e.v.reason != "FailedCreate" || !in_scope_ns(io.namespace_)) continue;
@@ -232,11 +235,7 @@ void Diagnoser::spec_findings() {
     std::string inferred;
     if (kind == "ReplicaSet" && s_.workload("ReplicaSet", io.namespace_, io.name) == nullptr) {
       // With the namespace's ReplicaSets collected, a missing one was deleted: its events are history.
-      if (std::any_of(s_.workloads.begin(), s_.workloads.end(), [&](const Obj<k8s::Workload>& w) {
-            return w.doc->kind == "ReplicaSet" && w.ns() == io.namespace_;
-          })) {
-        continue;
-      }
+      if (rs_namespaces.contains(io.namespace_)) continue;
       if (const auto dash = name.rfind('-'); dash != sv::npos && looks_like_template_hash(name.substr(dash + 1))) {
         inferred = fmt::format(
             "deployment {} inferred from the ReplicaSet's name (neither is in the snapshot)", name.substr(0, dash));
