@@ -129,7 +129,7 @@ class Diagnoser {
   // snapshot, nullptr when only its events are.
   std::optional<Finding> probe_killed(sv ns, sv name, const PodObj* p);
 
-  // rules/kubelet.cc: pods known only from their events (the pod itself is not in the snapshot).
+  // rules/pod_events.cc: pods known only from their events (the pod itself is not in the snapshot).
   void pod_event_findings();
   std::optional<Finding> pod_event_finding(sv ns, sv name);
 

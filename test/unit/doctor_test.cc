@@ -325,6 +325,7 @@ TEST(DoctorPartial, KubeletEventsWithoutTheirPods) {
                 "\"nvidia.com/gpu\":1"},
            Want{"probe-killed-model-loading", "pod/llm/qwen-vllm-5d8f7c9b6-64bbf",
                 "Liveness probe failed: Get \"http://192.168.3.17:8000/health\"", "add a startupProbe"},
+           Want{"insufficient-gpu", "pod/team-i/train-bert", "2 Insufficient nvidia.com/gpu", "kgpu doctor --collect"},
        }) {
     const Finding* f = find(fs, w.rule, w.object);
     ASSERT_NE(f, nullptr) << w.rule << " " << w.object << "\n" << dump(fs);
@@ -333,6 +334,8 @@ TEST(DoctorPartial, KubeletEventsWithoutTheirPods) {
   }
   // A liveness kill of something that is not a model server is not this finding.
   EXPECT_EQ(find(fs, "probe-killed-model-loading", "pod/team-h/web-1"), nullptr) << dump(fs);
+  // A pod that waits for CPU is not a GPU finding.
+  for (const auto& f : fs) EXPECT_EQ(f.object.find("team-j"), std::string::npos) << f.rule << " " << f.object;
   // Namespace and node targets select the events' pods.
   Options ns;
   ns.target = {Target::Kind::kNamespace, "team-c", ""};

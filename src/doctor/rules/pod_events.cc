@@ -1,7 +1,8 @@
 // Pods known only from their events (`kubectl get events` pasted without the pods): what the
-// kubelet did to them, from the event and whatever else the snapshot holds. Admission rejections
-// (UnexpectedAdmissionError, OutOf<resource>), the runtime hook failing, probe kills of a loading
-// model server. A pod that is in the snapshot is walked by pod_finding() instead; when other pods of
+// scheduler and the kubelet did to them, from the event and whatever else the snapshot holds.
+// The scheduler's FailedScheduling for GPUs (its message only: without the pod its fit cannot be
+// recomputed), admission rejections (UnexpectedAdmissionError, OutOf<resource>), the runtime hook
+// failing, probe kills of a loading model server. A pod that is in the snapshot is walked by pod_finding() instead; when other pods of
 // its namespace are, it was deleted and its events are history.
 #include <fmt/format.h>
 
@@ -88,7 +89,43 @@ std::optional<Finding> Diagnoser::pod_event_finding(sv ns, sv name) {
     if (!cuda) f.fix.push_back("kubectl logs -n gpu-operator -l app=nvidia-container-toolkit-daemonset --tail=50");
     return f;
   }
-  return probe_killed(ns, name, nullptr);
+  if (auto f = probe_killed(ns, name, nullptr)) return f;
+  // The scheduler: "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match
+  // Pod's node affinity/selector. preemption: ...", or a GPU taint no node's pod tolerated.
+  if (const auto* e = last_event(s_, "Pod", ns, name, "FailedScheduling")) {
+    const sv msg = e->v.message;
+    const sv nodes = msg.substr(0, msg.find(" preemption:"));
+    std::string resource;
+    for (size_t pos = nodes.find("Insufficient "); pos != sv::npos; pos = nodes.find("Insufficient ", pos + 1)) {
+      sv r = nodes.substr(pos + 13);
+      r = r.substr(0, r.find_first_of(", "));
+      while (r.ends_with('.')) r.remove_suffix(1);
+      if (is_gpu_resource(r)) resource = std::string(r);
+    }
+    const bool gpu_taint = contains(nodes, "untolerated taint") && contains(nodes, "nvidia.com/");
+    if (!resource.empty() || gpu_taint) {
+      Finding f = make_finding(resource.empty() ? RuleId::kGpuTaintNotTolerated : RuleId::kInsufficientGpu, obj);
+      f.summary = resource.empty()
+                      ? "the scheduler finds no node whose GPU taint the pod tolerates"
+                      : fmt::format("the scheduler finds no node with a free {} for the pod", resource);
+      f.evidence.push_back(event_evidence(*e));
+      f.details.push_back(
+          "the pod is not in the snapshot: diagnosed from its FailedScheduling event; its GPU holders and near "
+          "misses need the pods and nodes (kgpu doctor --collect)");
+      if (resource.empty()) {
+        f.fix.push_back(
+            "add a toleration for the GPU nodes' taint (e.g. key nvidia.com/gpu, operator Exists, effect NoSchedule)");
+      } else {
+        f.fix.push_back(fmt::format(
+            "kubectl get pods -A -o wide --field-selector status.phase=Running | grep -v Completed  # who holds {}",
+            resource));
+      }
+      f.fix.push_back("kgpu doctor --collect -o snapshot.json  # then kgpu doctor --snapshot snapshot.json --pod " +
+                      std::string(ns) + "/" + std::string(name));
+      return f;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace kgpu::doctor::detail
