@@ -112,14 +112,15 @@ Result<std::vector<Finding>> diagnose(const Snapshot& snapshot, const Options& o
     return fail(ErrorCode::kNotFound, "node {} is not in the snapshot", t.name);
   }
   if (t.kind == Target::Kind::kNamespace) {
-    bool found = std::any_of(snapshot.namespaces.begin(), snapshot.namespaces.end(),
-                             [&](const auto& n) { return n.name() == t.ns; }) ||
-                 std::any_of(snapshot.pods.begin(), snapshot.pods.end(), [&](const auto& p) { return p.ns() == t.ns; }) ||
-                 std::any_of(snapshot.workloads.begin(), snapshot.workloads.end(),
-                             [&](const auto& w) { return w.ns() == t.ns; }) ||
-                 // A partial snapshot (`kubectl get events`) knows the namespace from its events.
-                 std::any_of(snapshot.events.begin(), snapshot.events.end(),
-                             [&](const auto& e) { return e.v.involved_object.namespace_ == t.ns; });
+    bool found =
+        std::any_of(snapshot.namespaces.begin(), snapshot.namespaces.end(),
+                    [&](const auto& n) { return n.name() == t.ns; }) ||
+        std::any_of(snapshot.pods.begin(), snapshot.pods.end(), [&](const auto& p) { return p.ns() == t.ns; }) ||
+        std::any_of(snapshot.workloads.begin(), snapshot.workloads.end(),
+                    [&](const auto& w) { return w.ns() == t.ns; }) ||
+        // A partial snapshot (`kubectl get events`) knows the namespace from its events.
+        std::any_of(snapshot.events.begin(), snapshot.events.end(),
+                    [&](const auto& e) { return e.v.involved_object.namespace_ == t.ns; });
     if (!found) return fail(ErrorCode::kNotFound, "namespace {} is not in the snapshot", t.ns);
   }
   return detail::Diagnoser(snapshot, options).run();

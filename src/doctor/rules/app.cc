@@ -144,8 +144,7 @@ std::optional<Finding> Diagnoser::probe_killed(sv ns, sv name, const PodObj* p) 
   // "Container vllm failed liveness probe, will be restarted" (reason Killing, from the kubelet).
   const Obj<k8s::Event>* kill = nullptr;
   for (const auto* e : s_.events_for("Pod", ns, name)) {
-    if (e->v.reason == "Killing" &&
-        contains_any(e->v.message, {"failed liveness probe", "failed startup probe"})) {
+    if (e->v.reason == "Killing" && contains_any(e->v.message, {"failed liveness probe", "failed startup probe"})) {
       kill = e;
     }
   }

@@ -215,7 +215,8 @@ void Diagnoser::checklist() {
         return k8s::tolerates(spec.tolerations, *t);
       });
       if (!tolerates_some) {
-        auto& f = checklist_finding(RuleId::kChecklistWorkloadsTolerate, o,
+        auto& f = checklist_finding(
+            RuleId::kChecklistWorkloadsTolerate, o,
             fmt::format("the GPU workload tolerates none of the GPU nodes' taints (e.g. {}={}:{})",
                         gpu_taints.front()->key, gpu_taints.front()->value, gpu_taints.front()->effect));
         f.fix.push_back(patch_command(

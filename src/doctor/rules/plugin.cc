@@ -88,8 +88,8 @@ Finding Diagnoser::admission_rejected(sv ns, sv name, sv node_name, sv msg, Evid
   const std::string resource = req ? req->resource : "nvidia.com/gpu";
   // The device plugin's own refusals of a shared GPU: time-slicing's failRequestsGreaterThanOne
   // and MPS's one-replica limit on multi-GPU nodes.
-  if (contains_any(msg, {"maximum request size for shared resources is 1", "too large",
-                         "invalid request for sharing GPU"})) {
+  if (contains_any(
+          msg, {"maximum request size for shared resources is 1", "too large", "invalid request for sharing GPU"})) {
     set_rule(f, RuleId::kAdmissionSharedRequest);
     f.summary = contains(msg, "(MPS)")
                     ? fmt::format(
@@ -118,10 +118,11 @@ Finding Diagnoser::admission_rejected(sv ns, sv name, sv node_name, sv msg, Evid
     if (owner.first != "Pod") f.fix.push_back(fmt::format("kubectl delete pod -n {} {}", ns, name));
     return f;
   }
-  const auto delete_pod = fmt::format("kubectl delete pod -n {} {}{}", ns, name,
-                                      p == nullptr ? "  # its controller re-creates it; a bare pod: re-apply its manifest"
-                                      : owner.first == "Pod" ? "  # bare pod: re-apply its manifest afterwards"
-                                                             : "");
+  const auto delete_pod =
+      fmt::format("kubectl delete pod -n {} {}{}", ns, name,
+                  p == nullptr           ? "  # its controller re-creates it; a bare pod: re-apply its manifest"
+                  : owner.first == "Pod" ? "  # bare pod: re-apply its manifest afterwards"
+                                         : "");
   // The plugin answered, with an error: its GetPreferredAllocation or Allocate RPC failed (a GPU
   // fallen off the bus, NVLink state unreadable, the plugin's own error).
   if (contains_any(msg, {"rpc error", "rpc failed", "GPU is lost"})) {

@@ -1,9 +1,10 @@
 // Pods known only from their events (`kubectl get events` pasted without the pods): what the
-// scheduler and the kubelet did to them, from the event and whatever else the snapshot holds.
-// The scheduler's FailedScheduling for GPUs (its message only: without the pod its fit cannot be
+// scheduler and the kubelet did to them, from the event and whatever else the snapshot holds. The
+// scheduler's FailedScheduling for GPUs (its message only: without the pod its fit cannot be
 // recomputed), admission rejections (UnexpectedAdmissionError, OutOf<resource>), the runtime hook
-// failing, probe kills of a loading model server. A pod that is in the snapshot is walked by pod_finding() instead; when other pods of
-// its namespace are, it was deleted and its events are history.
+// failing, probe kills of a loading model server. A pod that is in the snapshot is walked by
+// pod_finding() instead; when other pods of its namespace are, it was deleted and its events are
+// history.
 #include <fmt/format.h>
 
 #include <set>
@@ -84,8 +85,9 @@ std::optional<Finding> Diagnoser::pod_event_finding(sv ns, sv name) {
         f.details.push_back(fmt::format("driver pod {}/{} on {}: {}", d->ns(), d->name(), node, pod_status_text(d->v)));
       }
     }
-    f.fix.push_back(cuda ? "use an image built for the node's CUDA version, or upgrade the driver on the node pool"
-                         : "kubectl logs -n gpu-operator -l app=nvidia-driver-daemonset --tail=100  # the driver first");
+    f.fix.push_back(cuda
+                        ? "use an image built for the node's CUDA version, or upgrade the driver on the node pool"
+                        : "kubectl logs -n gpu-operator -l app=nvidia-driver-daemonset --tail=100  # the driver first");
     if (!cuda) f.fix.push_back("kubectl logs -n gpu-operator -l app=nvidia-container-toolkit-daemonset --tail=50");
     return f;
   }
@@ -105,9 +107,8 @@ std::optional<Finding> Diagnoser::pod_event_finding(sv ns, sv name) {
     const bool gpu_taint = contains(nodes, "untolerated taint") && contains(nodes, "nvidia.com/");
     if (!resource.empty() || gpu_taint) {
       Finding f = make_finding(resource.empty() ? RuleId::kGpuTaintNotTolerated : RuleId::kInsufficientGpu, obj);
-      f.summary = resource.empty()
-                      ? "the scheduler finds no node whose GPU taint the pod tolerates"
-                      : fmt::format("the scheduler finds no node with a free {} for the pod", resource);
+      f.summary = resource.empty() ? "the scheduler finds no node whose GPU taint the pod tolerates"
+                                   : fmt::format("the scheduler finds no node with a free {} for the pod", resource);
       f.evidence.push_back(event_evidence(*e));
       f.details.push_back(
           "the pod is not in the snapshot: diagnosed from its FailedScheduling event; its GPU holders and near "

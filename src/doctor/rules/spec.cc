@@ -117,8 +117,7 @@ std::optional<std::pair<RuleId, std::string>> classify_failed_create(sv msg) {
 // A ReplicaSet's name is its Deployment's name, "-" and the pod-template hash (digits and the
 // consonants Kubernetes' SafeEncodeString uses).
 bool looks_like_template_hash(sv s) {
-  return s.size() >= 5 && s.size() <= 10 &&
-         s.find_first_not_of("bcdfghjklmnpqrstvwxz0123456789") == sv::npos;
+  return s.size() >= 5 && s.size() <= 10 && s.find_first_not_of("bcdfghjklmnpqrstvwxz0123456789") == sv::npos;
 }
 
 }  // namespace
@@ -237,8 +236,8 @@ void Diagnoser::spec_findings() {
       // With the namespace's ReplicaSets collected, a missing one was deleted: its events are history.
       if (rs_namespaces.contains(io.namespace_)) continue;
       if (const auto dash = name.rfind('-'); dash != sv::npos && looks_like_template_hash(name.substr(dash + 1))) {
-        inferred = fmt::format(
-            "deployment {} inferred from the ReplicaSet's name (neither is in the snapshot)", name.substr(0, dash));
+        inferred = fmt::format("deployment {} inferred from the ReplicaSet's name (neither is in the snapshot)",
+                               name.substr(0, dash));
         kind = "Deployment";
         name = name.substr(0, dash);
       }
@@ -282,10 +281,11 @@ void Diagnoser::spec_findings() {
         f.details.push_back("GPU pods of this namespace that hold the quota are listed by: kubectl get pods -n " +
                             std::string(ns) + " --field-selector status.phase=Running");
         f.fix.push_back(fmt::format("kubectl describe resourcequota -n {} {}", ns, quota_name));
-        f.fix.push_back(fmt::format(
-            "free GPUs in {} (finish or scale down GPU workloads), or raise the quota: kubectl patch "
-            "resourcequota -n {} {} --type merge -p '{{\"spec\":{{\"hard\":{{\"requests.nvidia.com/gpu\":\"<n>\"}}}}}}'",
-            ns, ns, quota_name));
+        f.fix.push_back(
+            fmt::format("free GPUs in {} (finish or scale down GPU workloads), or raise the quota: kubectl patch "
+                        "resourcequota -n {} {} --type merge -p "
+                        "'{{\"spec\":{{\"hard\":{{\"requests.nvidia.com/gpu\":\"<n>\"}}}}}}'",
+                        ns, ns, quota_name));
         break;
       }
       case RuleId::kGpuRequestFractional:
@@ -313,8 +313,8 @@ void Diagnoser::spec_findings() {
         f.fix.push_back(fmt::format("move {} from resources.requests to resources.limits in {}", res, obj));
         break;
       case RuleId::kLimitrangeExceeded:
-        f.summary = fmt::format("the API server rejects the pods of {}: a LimitRange in namespace {} bounds {}", obj,
-                                ns, res);
+        f.summary =
+            fmt::format("the API server rejects the pods of {}: a LimitRange in namespace {} bounds {}", obj, ns, res);
         f.fix.push_back(fmt::format("kubectl describe limitrange -n {}", ns));
         f.fix.push_back(fmt::format(
             "ask for {} within the LimitRange's min/max in {}, or change the LimitRange with the namespace's owner",
