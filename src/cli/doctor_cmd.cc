@@ -134,7 +134,12 @@ int run_doctor_command() {
   }();
   if (!snap) return usage(snap.error().message);
   for (const auto& e : snap->errors()) fmt::print(stderr, "kgpu doctor: {}\n", e.to_string());
-  if (snap->nodes.empty() && snap->pods.empty()) return usage("the snapshot holds no nodes and no pods");
+  // A partial snapshot (`kubectl get events,rs -o json`) is diagnosed from what it holds; one with
+  // nothing doctor reads is a usage error (the wrong file).
+  if (snap->nodes.empty() && snap->pods.empty() && snap->events.empty() && snap->workloads.empty() &&
+      snap->jobs.empty() && snap->cron_jobs.empty()) {
+    return usage("the snapshot holds no nodes, pods, workloads or events");
+  }
   auto findings = doctor::diagnose(*snap, opts);
   if (!findings) return usage(findings.error().message);
   if (f.output == "json") {

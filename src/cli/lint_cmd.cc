@@ -52,7 +52,7 @@ CLI::App* add_lint_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "lint",
       "Check manifests against the GPU guide's rules (files, directories or - for stdin); exit 0 clean, "
-      "1 findings, 2 bad input");
+      "1 warnings, 3 errors, 2 bad input");
   cmd->add_option("paths", o.paths, "Manifest files or directories (*.yaml, *.yml, *.json); - reads stdin")
       ->type_name("PATH");
   cmd->add_option("-o,--output", o.output, "text, json or sarif (SARIF 2.1.0 for code-scanning UIs)")

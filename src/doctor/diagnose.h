@@ -1,8 +1,8 @@
 // `kgpu doctor`'s rules: for each GPU pod that is Pending, failing or not seeing its GPU, walk the
 // layers outside in (spec > scheduler > node > plugin > runtime > driver > app) and report the
 // first broken one; per GPU node, the node, plugin and driver state; per cluster (or namespace),
-// the guide's production-readiness checklist. Every rule is listed in rule_catalog() and in
-// docs/doctor.md.
+// the guide's production-readiness checklist. Every rule is listed in rule_catalog() (catalog.h)
+// and in docs/doctor.md.
 //
 // Fit questions go to the scheduler's filter plugins through sched/k8s_adapter: a Pending pod's
 // "0/N nodes are available: ..." is recomputed over the snapshot, node by node, then explained.
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "doctor/catalog.h"
 #include "doctor/findings.h"
 #include "doctor/snapshot.h"
 
@@ -31,15 +32,6 @@ struct Options {
   // A GPU holder running this long is reported as a likely idle holder (notebooks, long Jobs).
   int64_t idle_after_s = 24 * 3600;
 };
-
-struct RuleInfo {
-  const char* id;
-  Layer layer;
-  Severity severity;
-  const char* title;
-};
-
-const std::vector<RuleInfo>& rule_catalog();
 
 // Findings, sorted (sort_findings). Fails with kNotFound when the target pod, node or namespace
 // is not in the snapshot.

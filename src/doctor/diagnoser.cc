@@ -63,9 +63,7 @@ std::vector<Finding> Diagnoser::run() {
     // A partial snapshot (pods of one namespace, no nodes): every fit question would answer
     // "0/0 nodes"; say what is missing once and skip the scheduler rules.
     Finding f;
-    f.rule = "snapshot-no-nodes";
-    f.severity = Severity::kWarning;
-    f.layer = Layer::kCluster;
+    set_rule(f, RuleId::kSnapshotNoNodes);
     f.object = "cluster";
     f.summary = "snapshot has no nodes (collect with kgpu doctor --collect): scheduling is not diagnosed";
     f.fix.push_back("kgpu doctor --collect -o snapshot.json");
@@ -93,6 +91,7 @@ std::vector<Finding> Diagnoser::run() {
       add(std::move(*f));
     }
   }
+  pod_event_findings();
   if (o_.checklist && (o_.target.kind == Target::Kind::kCluster || o_.target.kind == Target::Kind::kNamespace)) {
     checklist();
   }
@@ -113,9 +112,15 @@ Result<std::vector<Finding>> diagnose(const Snapshot& snapshot, const Options& o
     return fail(ErrorCode::kNotFound, "node {} is not in the snapshot", t.name);
   }
   if (t.kind == Target::Kind::kNamespace) {
-    bool found = std::any_of(snapshot.namespaces.begin(), snapshot.namespaces.end(),
-                             [&](const auto& n) { return n.name() == t.ns; }) ||
-                 std::any_of(snapshot.pods.begin(), snapshot.pods.end(), [&](const auto& p) { return p.ns() == t.ns; });
+    bool found =
+        std::any_of(snapshot.namespaces.begin(), snapshot.namespaces.end(),
+                    [&](const auto& n) { return n.name() == t.ns; }) ||
+        std::any_of(snapshot.pods.begin(), snapshot.pods.end(), [&](const auto& p) { return p.ns() == t.ns; }) ||
+        std::any_of(snapshot.workloads.begin(), snapshot.workloads.end(),
+                    [&](const auto& w) { return w.ns() == t.ns; }) ||
+        // A partial snapshot (`kubectl get events`) knows the namespace from its events.
+        std::any_of(snapshot.events.begin(), snapshot.events.end(),
+                    [&](const auto& e) { return e.v.involved_object.namespace_ == t.ns; });
     if (!found) return fail(ErrorCode::kNotFound, "namespace {} is not in the snapshot", t.ns);
   }
   return detail::Diagnoser(snapshot, options).run();

@@ -114,6 +114,9 @@ class Diagnoser {
   // rules/plugin.cc: the device plugin's registration and the kubelet's device admission.
   void plugin_findings(const NodeObj& n);
   std::optional<Finding> admission(const PodObj& p);
+  // The kubelet's UnexpectedAdmissionError ("Allocate failed due to ..."): `p` when the pod is in
+  // the snapshot, nullptr when only its event is.
+  Finding admission_rejected(sv ns, sv name, sv node, sv message, Evidence evidence, const PodObj* p);
 
   // rules/driver.cc: the NVIDIA driver on the node, from the GPU stack's pods and logs.
   void driver_findings();
@@ -123,6 +126,13 @@ class Diagnoser {
 
   // rules/app.cc: the workload's own container.
   std::optional<Finding> app(const PodObj& p, const std::optional<GpuRequest>& req);
+  // A model server killed by its liveness/startup probe while it loads: `p` when the pod is in the
+  // snapshot, nullptr when only its events are.
+  std::optional<Finding> probe_killed(sv ns, sv name, const PodObj* p);
+
+  // rules/pod_events.cc: pods known only from their events (the pod itself is not in the snapshot).
+  void pod_event_findings();
+  std::optional<Finding> pod_event_finding(sv ns, sv name);
 
   // rules/checklist.cc: the production-readiness checklist.
   void checklist();

@@ -116,12 +116,11 @@ nlohmann::json to_json(const std::vector<Finding>& findings) {
 }
 
 int exit_code(const std::vector<Finding>& findings) {
-  int worst = 0;
+  std::optional<Severity> worst;
   for (const auto& f : findings) {
-    if (f.severity == Severity::kCritical) return 3;
-    if (f.severity == Severity::kWarning) worst = 1;
+    if (!worst || f.severity > *worst) worst = f.severity;
   }
-  return worst;
+  return exit_code_for(worst);
 }
 
 }  // namespace kgpu::doctor

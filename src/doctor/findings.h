@@ -8,9 +8,13 @@
 #include <string_view>
 #include <vector>
 
+#include "common/severity.h"
+
 namespace kgpu::doctor {
 
-enum class Severity { kInfo, kWarning, kCritical };
+// The scale lint uses too (common/severity.h); doctor's words are "critical" (kCritical, the same
+// level as kError), "warning", "info".
+using Severity = kgpu::Severity;
 
 // The layers in the order the guide's troubleshooting walks them (outside in), then the cluster's
 // readiness checklist. `spec` is the API server's validation and admission (quota) of what is created.
@@ -42,8 +46,8 @@ void sort_findings(std::vector<Finding>& findings);
 std::string to_text(const std::vector<Finding>& findings, bool color = false);
 nlohmann::json to_json(const std::vector<Finding>& findings);
 
-// 0: no findings or info only; 1: worst is a warning; 3: at least one critical. (2 is reserved for
-// usage errors and unreadable input.)
+// exit_code_for() of the worst finding (common/severity.h, as kgpu lint): 0: no findings or info
+// only; 1: worst is a warning; 3: at least one critical. (2 is for usage errors and unreadable input.)
 int exit_code(const std::vector<Finding>& findings);
 
 }  // namespace kgpu::doctor

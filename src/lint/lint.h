@@ -11,9 +11,10 @@
 // Disabling: Options::disabled (ids or names), or the annotation `kgpu.io/lint-disable: "GPU004,
 // single-gpu-rolling-update"` (or "all") on the object's top-level metadata.
 //
-// Exit status (exit_code()): 2 when any input could not be read or decoded, or holds a value the
-// API server rejects (input_errors(); findings of the good documents are still reported), else 1 when there is an error or warning finding, else 0
-// (info findings alone do not fail a CI step).
+// Exit status (exit_code(), the scale of common/severity.h that kgpu doctor shares): 2 when any
+// input could not be read or decoded, or holds a value the API server rejects (input_errors();
+// findings of the good documents are still reported), else 3 when there is an error finding, 1
+// when the worst is a warning, else 0 (info findings alone do not fail a CI step).
 //
 // Ownership: Findings own their strings (they outlive the Documents). Threads: lint() and the
 // writers keep no state; concurrent calls are safe. Errors: lint() does not fail; malformed
@@ -28,11 +29,13 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/severity.h"
 #include "k8s/document.h"
 
 namespace kgpu::lint {
 
-enum class Severity { kError, kWarning, kInfo };
+// The scale doctor uses too (common/severity.h); lint's words are "error", "warning", "info".
+using Severity = kgpu::Severity;
 
 // "error" | "warning" | "info".
 const char* severity_name(Severity s);

@@ -40,9 +40,12 @@ std::string lower_id(std::string_view id) {
 }  // namespace
 
 int Report::exit_code() const {
-  if (!errors.empty()) return 2;
+  if (!errors.empty()) return kExitInputError;
   const Counts c = count(findings);
-  return c.errors + c.warnings > 0 ? 1 : 0;
+  return exit_code_for(c.errors > 0     ? std::optional(Severity::kError)
+                       : c.warnings > 0 ? std::optional(Severity::kWarning)
+                       : c.infos > 0    ? std::optional(Severity::kInfo)
+                                        : std::nullopt);
 }
 
 Report lint_paths(const std::vector<std::string>& paths, const Options& options) {

@@ -9,12 +9,15 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include "doctor/collect.h"
 #include "doctor/diagnose.h"
 #include "doctor/snapshot.h"
+#include "lint/lint.h"
 
 namespace kgpu::doctor {
 namespace {
@@ -144,6 +147,12 @@ const Case kCases[] = {
     {"gpu-node-cpu-full", "gpu-node-cpu-memory-full", "pod/team-a/notebook-bob", Severity::kCritical, Layer::kScheduler,
      "1 Insufficient cpu", "kubectl taint nodes gpu-l4-2 nvidia.com/gpu=present:NoSchedule",
      "gpu-l4-2: Insufficient cpu"},
+    {"probe-killed-loading", "probe-killed-model-loading", "pod/llm/qwen-vllm-5d8f7c9b6-64bbf", Severity::kCritical,
+     Layer::kApp, "Container vllm failed liveness probe, will be restarted", "add a startupProbe",
+     "livenessProbe: initialDelaySeconds 0, periodSeconds 15, failureThreshold 3"},
+    {"gpu-limit-missing", "gpu-limit-missing", "deployment/llm/reranker", Severity::kCritical, Layer::kSpec,
+     "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+     "move nvidia.com/gpu from resources.requests to resources.limits", ""},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DoctorCase, ::testing::ValuesIn(kCases),
@@ -254,10 +263,184 @@ TEST(Doctor, JsonAndExitCodes) {
   EXPECT_EQ(exit_code(run(load("insufficient-gpu"))), 3);
 }
 
-TEST(Doctor, RuleCatalogCoversEveryRuleReported) {
+// `kubectl get events,rs -o json`: FailedCreate events diagnosed from the event and what of the owner
+// chain is present (a ReplicaSet without its Deployment; neither; a Job or StatefulSet alone).
+TEST(DoctorPartial, FailedCreateEventsWithoutTheirOwners) {
+  const auto fs = run(load("partial-events-rs"));
+  struct Want {
+    const char* rule;
+    const char* object;
+    const char* evidence;
+    const char* fix;
+  };
+  for (const Want& w : {
+           Want{"gpu-request-limit-mismatch", "deployment/llm/whisper",
+                "spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to nvidia.com/gpu limit of 2",
+                "set resources.limits nvidia.com/gpu"},
+           Want{"gpu-request-fractional", "deployment/team-b/embeddings", "Invalid value: \"500m\": must be an integer",
+                "nvidia.com/mig-1g.10gb"},
+           Want{"limitrange-exceeded", "deployment/team-c/chat",
+                "maximum nvidia.com/gpu usage per Container is 1, but limit is 2", "kubectl describe limitrange -n team-c"},
+           Want{"quota-exhausted", "job/team-a/finetune-llama",
+                "exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=2", "kubectl describe resourcequota"},
+           Want{"gpu-limit-missing", "statefulset/team-d/llama", "Limit must be set for non overcommitable resources",
+                "resources.limits"},
+           Want{"gpu-request-limit-mismatch", "deployment/team-g/asr",
+                "must be less than or equal to nvidia.com/gpu limit", "set resources.limits nvidia.com/gpu"},
+       }) {
+    const Finding* f = find(fs, w.rule, w.object);
+    ASSERT_NE(f, nullptr) << w.rule << " " << w.object << "\n" << dump(fs);
+    EXPECT_TRUE(any_evidence(*f, w.evidence)) << dump({*f});
+    EXPECT_TRUE(any_of(f->fix, w.fix)) << dump({*f});
+    EXPECT_EQ(f->severity, Severity::kCritical);
+    EXPECT_EQ(f->layer, Layer::kSpec);
+  }
+  // The Deployment is named from the ReplicaSet's name only when neither is in the snapshot.
+  EXPECT_TRUE(any_of(find(fs, "gpu-request-fractional")->details, "inferred from the ReplicaSet's name"));
+  EXPECT_FALSE(any_of(find(fs, "gpu-request-limit-mismatch", "deployment/llm/whisper")->details, "inferred"));
+  // A quota on CPU is not a GPU finding.
+  for (const auto& f : fs) EXPECT_EQ(f.object.find("team-e"), std::string::npos) << f.rule << " " << f.object;
+  EXPECT_NE(find(fs, "snapshot-no-nodes"), nullptr);
+}
+
+// `kubectl get events -o json` alone: what the kubelet did to pods that are not in the snapshot.
+TEST(DoctorPartial, KubeletEventsWithoutTheirPods) {
+  const auto fs = run(load("partial-events-pods"));
+  struct Want {
+    const char* rule;
+    const char* object;
+    const char* evidence;
+    const char* fix;
+  };
+  for (const Want& w : {
+           Want{"admission-device-error", "pod/team-a/batch-infer-7xk2q", "failed to get nvlink state: GPU is lost",
+                "kubectl cordon gpu-a100-1"},
+           Want{"admission-plugin-not-registered", "pod/team-b/render-0",
+                "requested number of devices unavailable for nvidia.com/gpu. Requested: 1, Available: 0",
+                "kubectl get node gpu-l4-2 -o jsonpath"},
+           Want{"admission-out-of-resource", "pod/team-c/pinned",
+                "Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 1, capacity: 1",
+                "drop spec.nodeName"},
+           Want{"admission-shared-request", "pod/team-f/llama-mps", "at most 1 nvidia.com/gpu can be requested",
+                "\"nvidia.com/gpu\":1"},
+           Want{"probe-killed-model-loading", "pod/llm/qwen-vllm-5d8f7c9b6-64bbf",
+                "Liveness probe failed: Get \"http://192.168.3.17:8000/health\"", "add a startupProbe"},
+           Want{"insufficient-gpu", "pod/team-i/train-bert", "2 Insufficient nvidia.com/gpu", "kgpu doctor --collect"},
+       }) {
+    const Finding* f = find(fs, w.rule, w.object);
+    ASSERT_NE(f, nullptr) << w.rule << " " << w.object << "\n" << dump(fs);
+    EXPECT_TRUE(any_evidence(*f, w.evidence)) << dump({*f});
+    EXPECT_TRUE(any_of(f->fix, w.fix)) << dump({*f});
+  }
+  // A liveness kill of something that is not a model server is not this finding.
+  EXPECT_EQ(find(fs, "probe-killed-model-loading", "pod/team-h/web-1"), nullptr) << dump(fs);
+  // A pod that waits for CPU is not a GPU finding.
+  for (const auto& f : fs) EXPECT_EQ(f.object.find("team-j"), std::string::npos) << f.rule << " " << f.object;
+  // Namespace and node targets select the events' pods.
+  Options ns;
+  ns.target = {Target::Kind::kNamespace, "team-c", ""};
+  ns.checklist = false;
+  const auto only = run(load("partial-events-pods"), ns);
+  EXPECT_NE(find(only, "admission-out-of-resource", "pod/team-c/pinned"), nullptr) << dump(only);
+  EXPECT_EQ(find(only, "admission-device-error"), nullptr) << dump(only);
+}
+
+// In a full snapshot, events of pods and ReplicaSets that are gone are history, not findings.
+TEST(DoctorPartial, EventsOfDeletedObjectsInAFullSnapshotAreHistory) {
+  auto s = Snapshot::load({kData + "healthy/snapshot.json", kData + "partial-events-pods/snapshot.json"});
+  ASSERT_TRUE(s.has_value());
+  const auto fs = run(*s);
+  EXPECT_EQ(find(fs, "probe-killed-model-loading"), nullptr) << dump(fs);       // llm's pods were collected
+  EXPECT_EQ(find(fs, "admission-device-error"), nullptr) << dump(fs);           // and team-a's
+  EXPECT_NE(find(fs, "admission-out-of-resource", "pod/team-c/pinned"), nullptr)  // team-c has none
+      << dump(fs);
+}
+
+TEST(DoctorCatalog, EveryFindingOfEveryFixtureIsACatalogRuleWithItsLayerAndSeverity) {
+  size_t snapshots = 0;
+  for (const auto& dir : std::filesystem::directory_iterator(kData)) {
+    if (!dir.is_directory()) continue;
+    std::vector<std::string> files;
+    for (const auto& f : std::filesystem::directory_iterator(dir.path())) {
+      if (f.path().extension() == ".json") files.push_back(f.path().string());
+    }
+    if (files.empty()) continue;
+    auto s = Snapshot::load(files);
+    if (!s) continue;
+    ++snapshots;
+    for (const auto& f : run(*s)) {
+      const RuleInfo* r = find_rule(f.rule);
+      ASSERT_NE(r, nullptr) << dir.path() << ": rule '" << f.rule << "' is not in the catalog";
+      EXPECT_EQ(f.layer, r->layer) << f.rule;
+      EXPECT_EQ(f.severity, r->severity) << f.rule;
+    }
+  }
+  EXPECT_GT(snapshots, 40u);
+}
+
+// Findings are made from a RuleId only: no source file of the doctor sets a finding's rule, layer or
+// severity itself, and every catalog rule is emitted somewhere (no dead entries).
+TEST(DoctorCatalog, RulesAreEmittedFromTheCatalogOnly) {
+  const std::filesystem::path src = std::filesystem::path(KGPU_SOURCE_DIR) / "src" / "doctor";
+  const std::regex assign(R"(\.(rule|layer|severity)\s*=[^=])");
+  std::string all;
+  size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(src)) {
+    if (!e.is_regular_file() || e.path().filename() == "catalog.cc") continue;
+    std::ifstream in(e.path());
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      EXPECT_FALSE(std::regex_search(line, assign)) << e.path().string() << ":" << n << ": " << line;
+      all += line;
+      all += '\n';
+    }
+    ++files;
+  }
+  EXPECT_GT(files, 10u);
   std::set<std::string> ids;
-  for (const auto& r : rule_catalog()) ids.insert(r.id);
-  for (const auto& c : kCases) EXPECT_TRUE(ids.contains(c.rule)) << c.rule;
+  for (const auto& r : rule_catalog()) {
+    EXPECT_TRUE(ids.insert(r.id).second) << "duplicate id " << r.id;
+    // The enumerator's name is the id in CamelCase: "gpu-request-fractional" is RuleId::kGpuRequestFractional.
+    std::string name = "RuleId::k";
+    bool up = true;
+    for (const char* c = r.id; *c != '\0'; ++c) {
+      if (*c == '-') {
+        up = true;
+        continue;
+      }
+      name += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(*c))) : *c;
+      up = false;
+    }
+    EXPECT_NE(all.find(name), std::string::npos) << r.id << " (" << name << ") is never emitted";
+  }
+}
+
+TEST(DoctorCatalog, DocsListEveryRule) {
+  std::ifstream in(std::string(KGPU_SOURCE_DIR) + "/docs/doctor.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(doc.empty());
+  for (const auto& r : rule_catalog()) {
+    EXPECT_NE(doc.find("`" + std::string(r.id) + "`"), std::string::npos) << r.id << " is not in docs/doctor.md";
+  }
+}
+
+// One Severity for lint and doctor, and one exit status scale (common/severity.h).
+static_assert(std::is_same_v<Severity, lint::Severity>);
+
+TEST(Doctor, ExitCodesAreLintsToo) {
+  const auto with = [](Severity s) {
+    Finding f;
+    f.severity = s;
+    return std::vector<Finding>{f};
+  };
+  EXPECT_EQ(exit_code({}), exit_code_for(std::nullopt));
+  for (Severity s : {Severity::kInfo, Severity::kWarning, Severity::kCritical}) {
+    EXPECT_EQ(exit_code(with(s)), exit_code_for(s));
+  }
+  EXPECT_EQ(exit_code(with(Severity::kInfo)), 0);
+  EXPECT_EQ(exit_code(with(Severity::kWarning)), 1);
+  EXPECT_EQ(exit_code(with(Severity::kCritical)), 3);
+  EXPECT_EQ(kExitInputError, 2);
 }
 
 TEST(Doctor, ParseTime) {
@@ -303,6 +486,16 @@ TEST(DoctorCli, ExitCodesAndOutputs) {
   r = sh(kgpu + " doctor --list-rules");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("dra-claim-unsatisfiable"), std::string::npos);
+}
+
+TEST(DoctorCli, PartialSnapshotOfEventsIsDiagnosed) {
+  const std::string kgpu = KGPU_BINARY;
+  auto r = sh(kgpu + " doctor --snapshot " + kData + "partial-events-rs/snapshot.json");
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_NE(r.out.find("critical [spec] gpu-request-limit-mismatch deployment/llm/whisper"), std::string::npos) << r.out;
+  r = sh(kgpu + " doctor --namespace team-c --snapshot " + kData + "partial-events-pods/snapshot.json");
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_NE(r.out.find("admission-out-of-resource pod/team-c/pinned"), std::string::npos) << r.out;
 }
 
 TEST(DoctorCli, HostileSnapshotsFailFastWithALine) {

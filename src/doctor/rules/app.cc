@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <span>
 
 #include "doctor/diagnoser.h"
 
@@ -33,15 +34,13 @@ std::optional<Finding> Diagnoser::app(const PodObj& p, const std::optional<GpuRe
   const auto logs = s_.logs_for(p.ns(), p.name());
   const auto owner = top_owner(s_, p);
   Finding f;
-  f.layer = Layer::kApp;
   f.object = pod_ref(p);
   for (const auto& c : p.v.spec.containers) {
     for (const auto& e : c.env) {
       if (e.name != "NVIDIA_VISIBLE_DEVICES" || !e.value) continue;
       const sv v = *e.value;
       if (v == "void" || v == "none" || v.empty()) continue;
-      f.rule = "app-visible-devices-by-hand";
-      f.severity = Severity::kCritical;
+      set_rule(f, RuleId::kAppVisibleDevicesByHand);
       f.summary = req ? fmt::format(
                             "container {} sets NVIDIA_VISIBLE_DEVICES={} by hand: it can see GPUs other than "
                             "the one the device plugin allocated to it",
@@ -71,8 +70,7 @@ std::optional<Finding> Diagnoser::app(const PodObj& p, const std::optional<GpuRe
     }
   }
   if (auto hit = find_in_logs(logs, kCudaTooNew)) {
-    f.rule = "app-cuda-newer-than-driver";
-    f.severity = Severity::kCritical;
+    set_rule(f, RuleId::kAppCudaNewerThanDriver);
     const sv node_name = *p.v.spec.node_name;
     f.summary = fmt::format("the container's CUDA is newer than the driver on {} supports", node_name);
     f.evidence.push_back(log_evidence(*hit));
@@ -95,13 +93,16 @@ std::optional<Finding> Diagnoser::app(const PodObj& p, const std::optional<GpuRe
     f.fix.push_back("use an image built for the node's CUDA version, or upgrade the driver on the node pool");
     return f;
   }
+  if (const auto* ready = k8s::find_condition(p.v.status.conditions, "Ready");
+      ready == nullptr || ready->status != "True") {
+    if (auto killed = probe_killed(p.ns(), p.name(), &p)) return killed;
+  }
   if (!req && p.v.spec.resource_claims.empty()) {
     bool gpu_image = false;
     for (const auto& c : p.v.spec.containers) gpu_image = gpu_image || looks_gpu_image(*c.image);
     auto hit = find_in_logs(logs, kNoGpu);
     if (hit && gpu_image) {
-      f.rule = "app-no-gpu-requested";
-      f.severity = Severity::kWarning;
+      set_rule(f, RuleId::kAppNoGpuRequested);
       f.summary = "the pod runs a GPU image but requests no nvidia.com/gpu, so no GPU is mounted into it";
       f.evidence.push_back(log_evidence(*hit));
       const auto* c = &p.v.spec.containers.front();
@@ -118,6 +119,103 @@ std::optional<Finding> Diagnoser::app(const PodObj& p, const std::optional<GpuRe
     }
   }
   return std::nullopt;
+}
+
+namespace {
+
+// Model servers, by image or program (as lint's GPU010 recognises them).
+constexpr std::array<sv, 5> kModelServers = {"vllm", "text-generation-inference", "tritonserver", "sglang", "tgi"};
+// What vLLM, TGI and Triton print while they download and load weights.
+constexpr std::array<sv, 9> kLoadingWeights = {"Starting to load model",
+                                               "Loading safetensors checkpoint shards",
+                                               "Loading weights",
+                                               "Loading model weights",
+                                               "Download file:",
+                                               "Starting shard",
+                                               "Waiting for shard to be ready",
+                                               "loading: ",
+                                               "Capturing CUDA graph"};
+
+bool mentions_model_server(sv text) { return contains_any(lower(text), std::span<const sv>(kModelServers)); }
+
+}  // namespace
+
+std::optional<Finding> Diagnoser::probe_killed(sv ns, sv name, const PodObj* p) {
+  // "Container vllm failed liveness probe, will be restarted" (reason Killing, from the kubelet).
+  const Obj<k8s::Event>* kill = nullptr;
+  for (const auto* e : s_.events_for("Pod", ns, name)) {
+    if (e->v.reason == "Killing" && contains_any(e->v.message, {"failed liveness probe", "failed startup probe"})) {
+      kill = e;
+    }
+  }
+  if (kill == nullptr) return std::nullopt;
+  const sv msg = kill->v.message;
+  const bool startup = contains(msg, "failed startup probe");
+  sv container;
+  if (msg.starts_with("Container ")) container = msg.substr(10, msg.find(' ', 10) - 10);
+  const k8s::Container* c = nullptr;
+  if (p != nullptr) {
+    for (const auto& k : p->v.spec.containers) {
+      if (k.name == container) c = &k;
+    }
+  }
+  // A model server: the container's image or program, an image the kubelet pulled for the pod, its
+  // name, or its log.
+  bool server = mentions_model_server(container);
+  if (c != nullptr) {
+    server = server || mentions_model_server(*c->image);
+    const auto& program = c->command.empty() ? c->args : c->command;
+    for (size_t i = 0; i < program.size() && i < 3; ++i) server = server || mentions_model_server(*program[i]);
+  }
+  for (const auto* e : s_.events_for("Pod", ns, name)) {
+    if (e->v.reason == "Pulled" || e->v.reason == "Pulling") server = server || mentions_model_server(e->v.message);
+  }
+  std::vector<const ContainerLog*> logs;
+  for (const auto* l : s_.logs_for(ns, name)) {
+    if (container.empty() || l->container == container) logs.push_back(l);
+  }
+  const auto loading = find_in_logs(logs, std::span<const sv>(kLoadingWeights));
+  if (!server && !loading) return std::nullopt;
+  Finding f = make_finding(RuleId::kProbeKilledModelLoading, fmt::format("pod/{}/{}", ns, name));
+  f.summary = fmt::format(
+      "the kubelet kills container {} when its {} probe fails while the model server is still loading its "
+      "weights: it restarts, loads again and never becomes ready",
+      container.empty() ? sv("(unnamed)") : container, startup ? "startup" : "liveness");
+  f.evidence.push_back(event_evidence(*kill));
+  if (const auto* u =
+          last_event(s_, "Pod", ns, name, "Unhealthy", startup ? "Startup probe failed" : "Liveness probe failed")) {
+    f.evidence.push_back(event_evidence(*u));
+  }
+  if (loading) f.evidence.push_back(log_evidence(*loading));
+  if (c != nullptr) {
+    const auto& probe = startup ? c->startup_probe : c->liveness_probe;
+    if (probe) {
+      const int64_t delay = probe->initial_delay_seconds.value_or(0), period = probe->period_seconds.value_or(10),
+                    failures = probe->failure_threshold.value_or(3);
+      f.details.push_back(fmt::format(
+          "{}Probe: initialDelaySeconds {}, periodSeconds {}, failureThreshold {}: the kubelet restarts the "
+          "container after about {}s without an answer",
+          startup ? "startup" : "liveness", delay, period, failures, delay + period * failures));
+    }
+    if (!c->startup_probe) {
+      f.details.push_back("no startupProbe: the livenessProbe runs from the container's start, during the load");
+    }
+  }
+  if (p != nullptr) {
+    for (const auto& st : p->v.status.container_statuses) {
+      if (st.name == container && st.restart_count > 0) {
+        f.details.push_back(fmt::format("container {} restarted {} time(s)", container, st.restart_count));
+      }
+    }
+  }
+  f.fix.push_back(
+      "add a startupProbe on the health endpoint sized for the model load (periodSeconds: 10, failureThreshold: "
+      "60 = 10 minutes; more for large models or slow downloads): liveness and readiness probes start after it "
+      "succeeds");
+  f.fix.push_back("cache the weights on a persistent volume so that a restart does not download them again");
+  f.fix.push_back(fmt::format("kubectl logs -n {} {}{} --previous --tail=50", ns, name,
+                              container.empty() ? std::string() : fmt::format(" -c {}", container)));
+  return f;
 }
 
 }  // namespace kgpu::doctor::detail

@@ -13,13 +13,8 @@ namespace kgpu::doctor::detail {
 
 void Diagnoser::checklist() {
   const bool cluster_scope = o_.target.kind == Target::Kind::kCluster;
-  const auto checklist_finding = [&](const char* rule, Severity sev, std::string object,
-                                     std::string summary) -> Finding& {
-    Finding f;
-    f.rule = rule;
-    f.layer = Layer::kCluster;
-    f.severity = sev;
-    f.object = std::move(object);
+  const auto checklist_finding = [&](RuleId rule, std::string object, std::string summary) -> Finding& {
+    Finding f = make_finding(rule, std::move(object));
     f.summary = std::move(summary);
     return add(std::move(f));
   };
@@ -71,7 +66,7 @@ void Diagnoser::checklist() {
       if (!tainted) untainted.emplace_back(n->name());
     }
     if (!untainted.empty()) {
-      auto& f = checklist_finding("checklist-gpu-nodes-tainted", Severity::kWarning, "cluster",
+      auto& f = checklist_finding(RuleId::kChecklistGpuNodesTainted, "cluster",
                                   fmt::format("{} of {} GPU node(s) have no NoSchedule taint: CPU pods can fill their "
                                               "CPU and memory",
                                               untainted.size(), gpu_nodes.size()));
@@ -87,7 +82,7 @@ void Diagnoser::checklist() {
     }
     if (user_pcs == 0 && !wls.empty()) {
       auto& f =
-          checklist_finding("checklist-priority-classes", Severity::kWarning, "cluster",
+          checklist_finding(RuleId::kChecklistPriorityClasses, "cluster",
                             "no PriorityClass besides the system ones: production inference cannot preempt dev work");
       f.fix.push_back(
           "kubectl create priorityclass gpu-production --value=100000 --description='production GPU inference'");
@@ -112,7 +107,7 @@ void Diagnoser::checklist() {
       }
     }
     if (!scraped && !gpu_nodes.empty()) {
-      auto& f = checklist_finding("checklist-gpu-metrics-scraped", Severity::kWarning, "cluster",
+      auto& f = checklist_finding(RuleId::kChecklistGpuMetricsScraped, "cluster",
                                   "no ServiceMonitor/PodMonitor (or prometheus.io/scrape Service) selects the DCGM "
                                   "exporter or kgpu agent: GPU metrics are not scraped");
       f.fix.push_back(
@@ -142,7 +137,7 @@ void Diagnoser::checklist() {
       if (!w.found) missing.emplace_back(w.what);
     }
     if (!missing.empty() && !gpu_nodes.empty()) {
-      auto& f = checklist_finding("checklist-gpu-alerts", Severity::kWarning, "cluster",
+      auto& f = checklist_finding(RuleId::kChecklistGpuAlerts, "cluster",
                                   fmt::format("no alert rule for GPU {}", fmt::join(missing, ", ")));
       f.details.push_back(fmt::format("{} PrometheusRule object(s) in the snapshot", s_.prometheus_rules.size()));
       f.fix.push_back("kubectl apply -f deploy/rules/gpu-alerts.rules.yaml  # or the guide's gpu-alerts.yaml");
@@ -158,7 +153,7 @@ void Diagnoser::checklist() {
         host = fmt::format("cloud.google.com/gke-gpu-driver-version={}", v);
       if (host.empty()) continue;
       auto& f =
-          checklist_finding("checklist-one-driver-owner", Severity::kCritical, fmt::format("node/{}", n->name()),
+          checklist_finding(RuleId::kChecklistOneDriverOwner, fmt::format("node/{}", n->name()),
                             "two driver owners: the GPU Operator's driver pod runs on a node whose driver the host "
                             "(or the cloud provider) already installs");
       f.evidence.push_back(
@@ -182,7 +177,7 @@ void Diagnoser::checklist() {
           }
         }
         if (ok) continue;
-        auto& f = checklist_finding("checklist-cuda-validator", Severity::kWarning, fmt::format("node/{}", n->name()),
+        auto& f = checklist_finding(RuleId::kChecklistCudaValidator, fmt::format("node/{}", n->name()),
                                     "nvidia-cuda-validator has not completed on this GPU node");
         if (v != nullptr)
           f.details.push_back(fmt::format("validator {}/{}: {}", v->ns(), v->name(), pod_status_text(v->v)));
@@ -200,7 +195,7 @@ void Diagnoser::checklist() {
       if (q.ns() == ns && q.v.hard.contains("requests.nvidia.com/gpu")) quota = true;
     }
     if (!quota) {
-      auto& f = checklist_finding("checklist-gpu-quota", Severity::kWarning, fmt::format("namespace/{}", ns),
+      auto& f = checklist_finding(RuleId::kChecklistGpuQuota, fmt::format("namespace/{}", ns),
                                   "no ResourceQuota on requests.nvidia.com/gpu in this team namespace");
       f.fix.push_back(fmt::format("kubectl create quota gpu-quota -n {} --hard=requests.nvidia.com/gpu=<n>", ns));
     }
@@ -223,7 +218,7 @@ void Diagnoser::checklist() {
       });
       if (!tolerates_some) {
         auto& f = checklist_finding(
-            "checklist-workloads-tolerate", Severity::kWarning, o,
+            RuleId::kChecklistWorkloadsTolerate, o,
             fmt::format("the GPU workload tolerates none of the GPU nodes' taints (e.g. {}={}:{})",
                         gpu_taints.front()->key, gpu_taints.front()->value, gpu_taints.front()->effect));
         f.fix.push_back(patch_command(
@@ -240,7 +235,7 @@ void Diagnoser::checklist() {
       const bool tagged = last.find(':') != sv::npos;
       if (lint::image_pinned(image)) continue;  // lint's GPU014: the same answer on the same manifest
       auto& f =
-          checklist_finding("checklist-image-pinned", Severity::kWarning, o,
+          checklist_finding(RuleId::kChecklistImagePinned, o,
                             fmt::format("container {} runs image {} without a pinned version: a new release changes "
                                         "the server on the next restart",
                                         c.name, image));
@@ -257,7 +252,7 @@ void Diagnoser::checklist() {
     }
     if (!pdb) {
       auto& f =
-          checklist_finding("checklist-pdb-inference", Severity::kWarning, o,
+          checklist_finding(RuleId::kChecklistPdbInference, o,
                             "no PodDisruptionBudget covers this GPU Deployment: driver upgrades and drains can take "
                             "every replica down at once");
       f.fix.push_back(
@@ -272,7 +267,7 @@ void Diagnoser::checklist() {
     for (const auto& c : spec.containers) {
       if (!lint::is_inference_server(c) || lint::startup_probe_sufficient(c, min_budget_s)) continue;
       auto& f = checklist_finding(
-          "checklist-startup-probe", Severity::kWarning, o,
+          RuleId::kChecklistStartupProbe, o,
           c.startup_probe ? fmt::format("GPU container {} has a startupProbe of {} s, under the {} s a model takes to "
                                         "load: the kubelet may kill it while the model is still loading",
                                         c.name, lint::startup_budget_s(*c.startup_probe), min_budget_s)
@@ -286,7 +281,7 @@ void Diagnoser::checklist() {
       if (h.ns() != ns || h.v.scale_target_ref.name != w.doc->metadata.name) continue;
       // lint's GPU015: an inference server's HPA on CPU or memory (or the default CPU metric).
       if (lint::has_inference_server(spec) && lint::scales_on_cpu_or_memory(h.v)) {
-        auto& f = checklist_finding("checklist-autoscale-queue-depth", Severity::kWarning,
+        auto& f = checklist_finding(RuleId::kChecklistAutoscaleQueueDepth,
                                     fmt::format("horizontalpodautoscaler/{}/{}", ns, h.name()),
                                     fmt::format("the HPA scales GPU Deployment {} on CPU: use queue depth "
                                                 "(vllm:num_requests_waiting) or latency",

@@ -94,9 +94,7 @@ bool cel_holds(const CelCheck& c, const k8s::Device& d, sv driver) {
 std::optional<Finding> Diagnoser::dra(const PodObj& p) {
   if (s_.nodes.empty()) return std::nullopt;  // snapshot-no-nodes
   Finding f;
-  f.rule = "dra-claim-unsatisfiable";
-  f.layer = Layer::kScheduler;
-  f.severity = Severity::kCritical;
+  set_rule(f, RuleId::kDraClaimUnsatisfiable);
   f.object = pod_ref(p);
   // Devices already allocated to claims: driver/pool/device.
   std::set<std::string> taken;

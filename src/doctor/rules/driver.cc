@@ -18,11 +18,9 @@ void Diagnoser::driver_findings() {
     const auto logs = s_.logs_for(p.ns(), p.name());
     const NodeObj* n = s_.node(node);
     Finding f;
-    f.layer = Layer::kDriver;
-    f.severity = Severity::kCritical;
     f.object = fmt::format("node/{}", node);
     if (auto hit = find_in_logs(logs, {"Driver/library version mismatch"})) {
-      f.rule = "driver-version-mismatch";
+      set_rule(f, RuleId::kDriverVersionMismatch);
       f.summary =
           "the user-space NVIDIA libraries and the loaded kernel module are different versions (a host package "
           "upgrade, or a host driver fighting the Operator's)";
@@ -34,7 +32,7 @@ void Diagnoser::driver_findings() {
       f.fix.push_back(fmt::format("kubectl uncordon {}", node));
     } else if (auto sb = find_in_logs(
                    logs, {"Key was rejected by service", "Required key not available", "Secure Boot", "SecureBoot"})) {
-      f.rule = "driver-secure-boot";
+      set_rule(f, RuleId::kDriverSecureBoot);
       f.summary = "Secure Boot is on and the NVIDIA kernel modules are unsigned: the kernel refuses to load them";
       f.evidence.push_back(log_evidence(*sb));
       f.fix.push_back(
@@ -55,7 +53,7 @@ void Diagnoser::driver_findings() {
         }
       }
       if (!crashloop) continue;
-      f.rule = "driver-kernel-crashloop";
+      set_rule(f, RuleId::kDriverKernelCrashloop);
       std::string kernel = n != nullptr ? std::string(n->v.node_info.kernel_version) : "";
       f.summary = fmt::format(
           "the driver pod is in CrashLoopBackOff: it cannot build or find kernel modules for the "

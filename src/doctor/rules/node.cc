@@ -11,9 +11,7 @@ void Diagnoser::node_findings(const NodeObj& n) {
   const sv state = label(n.doc, "nvidia.com/mig.config.state");
   if (state == "failed" || state == "pending" || state == "rebooting") {
     Finding f;
-    f.rule = state == "failed" ? "mig-config-failed" : "mig-config-pending";
-    f.severity = state == "failed" ? Severity::kCritical : Severity::kWarning;
-    f.layer = Layer::kNode;
+    set_rule(f, state == "failed" ? RuleId::kMigConfigFailed : RuleId::kMigConfigPending);
     f.object = fmt::format("node/{}", name);
     const sv cfg = label(n.doc, "nvidia.com/mig.config");
     f.summary = state == "failed"

@@ -22,9 +22,7 @@ void Diagnoser::plugin_findings(const NodeObj& n) {
   }
   not_advertised_nodes_.insert(std::string(name));
   Finding f;
-  f.rule = "gpu-not-advertised";
-  f.severity = Severity::kCritical;
-  f.layer = Layer::kPlugin;
+  set_rule(f, RuleId::kGpuNotAdvertised);
   f.object = fmt::format("node/{}", name);
   f.summary = "the node has NVIDIA GPUs but advertises no nvidia.com/gpu: the device plugin has not registered";
   std::vector<std::string> alloc;
@@ -72,24 +70,36 @@ void Diagnoser::plugin_findings(const NodeObj& n) {
 }
 
 std::optional<Finding> Diagnoser::admission(const PodObj& p) {
-  const sv msg = *p.v.status.message;
-  const sv node_name = *p.v.spec.node_name;
+  return admission_rejected(p.ns(), p.name(), *p.v.spec.node_name, *p.v.status.message,
+                            Evidence{fmt::format("{} .status (reason UnexpectedAdmissionError) at {}", pod_ref(p),
+                                                 p.doc->where(p.v.status.message.line)),
+                                     std::string(*p.v.status.message)},
+                            &p);
+}
+
+Finding Diagnoser::admission_rejected(sv ns, sv name, sv node_name, sv msg, Evidence evidence, const PodObj* p) {
   Finding f;
-  f.layer = Layer::kPlugin;
-  f.severity = Severity::kCritical;
-  f.object = pod_ref(p);
-  f.evidence.push_back(Evidence{fmt::format("{} .status (reason UnexpectedAdmissionError) at {}", pod_ref(p),
-                                            p.doc->where(p.v.status.message.line)),
-                                std::string(msg)});
-  const auto owner = top_owner(s_, p);
+  f.object = fmt::format("pod/{}/{}", ns, name);
+  f.evidence.push_back(std::move(evidence));
+  if (p == nullptr) f.details.push_back("the pod is not in the snapshot: diagnosed from its event");
+  const auto owner = p != nullptr ? top_owner(s_, *p) : std::pair<std::string, std::string>{"Pod", std::string(name)};
   const NodeObj* node = s_.node(node_name);
-  if (contains_any(msg, {"maximum request size for shared resources is 1", "too large"})) {
-    f.rule = "admission-shared-request";
-    const auto req = gpu_request(p.v.spec);
-    f.summary = fmt::format(
-        "the kubelet rejected the pod on {}: it asks for {} {} replicas of a shared (time-sliced) "
-        "GPU and the plugin fails requests greater than one (failRequestsGreaterThanOne)",
-        node_name, req ? req->quantity.to_string() : "several", req ? req->resource : "GPU");
+  const std::optional<GpuRequest> req = p != nullptr ? gpu_request(p->v.spec) : std::nullopt;
+  const std::string resource = req ? req->resource : "nvidia.com/gpu";
+  // The device plugin's own refusals of a shared GPU: time-slicing's failRequestsGreaterThanOne
+  // and MPS's one-replica limit on multi-GPU nodes.
+  if (contains_any(
+          msg, {"maximum request size for shared resources is 1", "too large", "invalid request for sharing GPU"})) {
+    set_rule(f, RuleId::kAdmissionSharedRequest);
+    f.summary = contains(msg, "(MPS)")
+                    ? fmt::format(
+                          "the kubelet rejected the pod on {}: it asks for {} {} replicas of an MPS-shared GPU and "
+                          "the plugin allows at most one per pod on multi-GPU nodes",
+                          node_name, req ? req->quantity.to_string() : "several", req ? req->resource : "GPU")
+                    : fmt::format(
+                          "the kubelet rejected the pod on {}: it asks for {} {} replicas of a shared (time-sliced) "
+                          "GPU and the plugin fails requests greater than one (failRequestsGreaterThanOne)",
+                          node_name, req ? req->quantity.to_string() : "several", req ? req->resource : "GPU");
     if (node != nullptr) {
       if (sv r = label(node->doc, "nvidia.com/gpu.replicas"); !r.empty()) {
         f.evidence.push_back(
@@ -100,15 +110,37 @@ std::optional<Finding> Diagnoser::admission(const PodObj& p) {
     f.details.push_back(
         "Two replicas of a time-sliced GPU are not twice the compute; request one replica, or a MIG "
         "slice or whole GPU on an unshared node pool.");
+    const k8s::Container* c = p != nullptr ? first_gpu_container(p->v.spec) : nullptr;
     f.fix.push_back(
-        patch_command(owner, p.ns(),
+        patch_command(owner, ns,
                       fmt::format("{{\"containers\":[{{\"name\":\"{}\",\"resources\":{{\"limits\":{{\"{}\":1}}}}}}]}}",
-                                  first_gpu_container(p.v.spec) ? first_gpu_container(p.v.spec)->name : "main",
-                                  req ? req->resource : "nvidia.com/gpu")));
-    if (owner.first != "Pod") f.fix.push_back(fmt::format("kubectl delete pod -n {} {}", p.ns(), p.name()));
+                                  c != nullptr ? sv(c->name) : sv("main"), resource)));
+    if (owner.first != "Pod") f.fix.push_back(fmt::format("kubectl delete pod -n {} {}", ns, name));
     return f;
   }
-  f.rule = "admission-plugin-not-registered";
+  const auto delete_pod =
+      fmt::format("kubectl delete pod -n {} {}{}", ns, name,
+                  p == nullptr           ? "  # its controller re-creates it; a bare pod: re-apply its manifest"
+                  : owner.first == "Pod" ? "  # bare pod: re-apply its manifest afterwards"
+                                         : "");
+  // The plugin answered, with an error: its GetPreferredAllocation or Allocate RPC failed (a GPU
+  // fallen off the bus, NVLink state unreadable, the plugin's own error).
+  if (contains_any(msg, {"rpc error", "rpc failed", "GPU is lost"})) {
+    set_rule(f, RuleId::kAdmissionDeviceError);
+    f.summary = fmt::format(
+        "the kubelet on {} rejected the pod: the device plugin's allocation call failed, which usually means a "
+        "faulty or lost GPU on the node",
+        node_name);
+    f.details.push_back("the kubelet does not retry an admission failure: the pod stays Failed");
+    f.fix.push_back(fmt::format("kubectl cordon {}  # until the GPU is checked", node_name));
+    f.fix.push_back(fmt::format(
+        "kubectl logs -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName={} "
+        "--tail=100  # and nvidia-smi / XID errors on the node",
+        node_name));
+    f.fix.push_back(delete_pod);
+    return f;
+  }
+  set_rule(f, RuleId::kAdmissionPluginNotRegistered);
   f.summary = fmt::format(
       "the kubelet on {} admitted the pod before the device plugin had (re-)registered its devices "
       "(typically right after a kubelet restart); the pod failed and will not be retried",
@@ -118,8 +150,7 @@ std::optional<Finding> Diagnoser::admission(const PodObj& p) {
     f.details.push_back(
         fmt::format("device plugin pod {}/{} on the node: {}", dp->ns(), dp->name(), pod_status_text(dp->v)));
   }
-  f.fix.push_back(fmt::format("kubectl delete pod -n {} {}{}", p.ns(), p.name(),
-                              owner.first == "Pod" ? "  # bare pod: re-apply its manifest afterwards" : ""));
+  f.fix.push_back(delete_pod);
   f.fix.push_back(fmt::format("kubectl get node {} -o jsonpath='{{.status.allocatable}}'", node_name));
   f.fix.push_back(
       "kubectl rollout restart -n gpu-operator daemonset/nvidia-device-plugin-daemonset  # if still missing");

@@ -36,17 +36,14 @@ std::optional<Finding> Diagnoser::runtime(const PodObj& p) {
   const auto* e = last_event(s_, "Pod", p.ns(), p.name(), "", "nvidia-container-cli");
   if (!ev && e == nullptr) return std::nullopt;
   Finding f;
-  f.layer = Layer::kRuntime;
-  f.severity = Severity::kCritical;
   f.object = pod_ref(p);
   const sv node = *p.v.spec.node_name;
   std::string msg = ev ? ev->text : std::string(e->v.message);
   if (contains(msg, "requirement error") || contains(msg, "unsatisfied condition: cuda")) {
-    f.rule = "app-cuda-newer-than-driver";
-    f.layer = Layer::kApp;
+    set_rule(f, RuleId::kAppCudaNewerThanDriver);
     f.summary = fmt::format("the image requires a newer CUDA than the driver on {} supports", node);
   } else {
-    f.rule = "toolkit-init-error";
+    set_rule(f, RuleId::kToolkitInitError);
     f.summary = fmt::format(
         "the NVIDIA container runtime hook failed on {}: the toolkit ran but the driver was not ready", node);
   }

@@ -27,9 +27,7 @@ std::optional<Finding> Diagnoser::admission_out_of(const PodObj& p, const GpuReq
   const sv node_name = *p.v.spec.node_name;
   const sv resource = sv(*p.v.status.reason).substr(5);
   Finding f;
-  f.rule = "admission-out-of-resource";
-  f.layer = Layer::kScheduler;
-  f.severity = Severity::kCritical;
+  set_rule(f, RuleId::kAdmissionOutOfResource);
   f.object = pod_ref(p);
   f.summary = fmt::format(
       "the kubelet on {} rejected the pod (OutOf{}): it names its node in spec.nodeName, which skips the "
@@ -63,13 +61,10 @@ std::optional<Finding> Diagnoser::admission_out_of(const PodObj& p, const GpuReq
 std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& req) {
   if (s_.nodes.empty()) return std::nullopt;  // snapshot-no-nodes
   Finding f;
-  f.layer = Layer::kScheduler;
-  f.severity = Severity::kCritical;
   f.object = pod_ref(p);
   const auto owner = top_owner(s_, p);
   if (!req.quantity.is_integer() || req.quantity.is_negative()) {
-    f.layer = Layer::kSpec;
-    f.rule = "gpu-request-fractional";
+    set_rule(f, RuleId::kGpuRequestFractional);
     f.summary = fmt::format("the pod requests {} {}: extended resources must be whole numbers",
                             req.quantity.to_string(), req.resource);
     return f;
@@ -93,7 +88,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   const auto has_gpu = [&](size_t i) { return cluster.node(i).gpus() > 0; };
 
   if (past_selector.empty()) {
-    f.rule = "selector-no-match";
+    set_rule(f, RuleId::kSelectorNoMatch);
     f.summary = "no node matches the pod's node selector / required node affinity";
     // Near misses: the value a node carries for each selector key.
     std::vector<std::pair<std::string, std::string>> wanted;
@@ -171,8 +166,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
       if (has_gpu(i) && (code(i) == FitCode::kUnschedulable || node_state(i) != nullptr)) unavailable.push_back(i);
     }
     if (!unavailable.empty()) {
-      f.rule = "gpu-node-unavailable";
-      f.layer = Layer::kNode;
+      set_rule(f, RuleId::kGpuNodeUnavailable);
       f.summary = "the GPU nodes the pod may use are cordoned or not ready: they take no new pods";
       for (size_t i : unavailable) {
         const NodeObj& node = s_.nodes[i];
@@ -207,7 +201,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   }
   if (std::none_of(past_taint.begin(), past_taint.end(), has_gpu) &&
       std::any_of(past_selector.begin(), past_selector.end(), has_gpu)) {
-    f.rule = "gpu-taint-not-tolerated";
+    set_rule(f, RuleId::kGpuTaintNotTolerated);
     f.summary = "every node with a free-able GPU that matches the selector has a taint the pod does not tolerate";
     std::string key, value, effect;
     for (size_t i : past_selector) {
@@ -237,8 +231,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
       }
     }
     if (!other.empty()) {
-      f.rule = "gpu-resource-name-mismatch";
-      f.layer = Layer::kSpec;
+      set_rule(f, RuleId::kGpuResourceNameMismatch);
       const auto& [name, on] = *other.begin();
       f.summary =
           fmt::format("the pod asks for {} but the nodes it may use advertise their GPUs as {}", req.resource, name);
@@ -259,8 +252,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
       f.fix.push_back(fmt::format("kubectl get node {} -o jsonpath='{{.status.allocatable}}'", on.front()));
       return f;
     }
-    f.rule = "gpu-not-advertised";
-    f.layer = Layer::kPlugin;
+    set_rule(f, RuleId::kGpuNotAdvertised);
     f.summary =
         fmt::format("no node the pod may use advertises {}: the device plugin has not registered it", req.resource);
     for (size_t i : past_taint) {
@@ -292,7 +284,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   }
   if (!blocked.empty()) {
     candidates = blocked;
-    f.rule = "gpu-node-cpu-memory-full";
+    set_rule(f, RuleId::kGpuNodeCpuMemoryFull);
     f.summary = "the GPU nodes have free GPUs but not enough free CPU or memory for the pod: non-GPU pods fill them";
     for (size_t i : candidates) {
       const NodeObj& node = s_.nodes[i];
@@ -358,7 +350,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
   }
   if (deployment != nullptr && sibling != nullptr &&
       deployment->v.strategy_type.value_or("RollingUpdate") != "Recreate") {
-    f.rule = "rolling-update-second-gpu";
+    set_rule(f, RuleId::kRollingUpdateSecondGpu);
     f.summary = fmt::format(
         "a rolling update of deployment {} needs a second GPU while the old pod {} still holds the "
         "only free one",
@@ -377,7 +369,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
     f.fix.push_back(fmt::format("# or keep RollingUpdate with maxSurge: 0, maxUnavailable: 1"));
     return f;
   }
-  f.rule = "insufficient-gpu";
+  set_rule(f, RuleId::kInsufficientGpu);
   f.summary = fmt::format("every node the pod may use has fewer than {} free {}", spod.num_gpu, req.resource);
   for (const Holder* h : shown) {
     f.details.push_back(fmt::format("{}/{} holds {} {} on {}, running {}{}", h->pod->ns(), h->pod->name(), h->gpus,

@@ -951,6 +951,66 @@ def checklist_gaps():
     return items
 
 
+@case
+def probe_killed_loading():
+    # The guide's vLLM Deployment without its startupProbe: the livenessProbe kills vLLM while it loads.
+    items = healthy()
+    liveness = {"httpGet": {"path": "/health", "port": 8000, "scheme": "HTTP"}, "periodSeconds": 15,
+                "failureThreshold": 3, "successThreshold": 1, "timeoutSeconds": 1}
+    dep = find(items, "Deployment", "qwen-vllm")
+    rs = find(items, "ReplicaSet", "qwen-vllm-5d8f7c9b6")
+    name = "qwen-vllm-5d8f7c9b6-" + suffix("qwen")
+    p = find(items, "Pod", name)
+    for c in [dep["spec"]["template"]["spec"]["containers"][0], rs["spec"]["template"]["spec"]["containers"][0],
+              p["spec"]["containers"][0]]:
+        c.pop("startupProbe")
+        c["livenessProbe"] = liveness
+    p["status"]["conditions"] = [
+        {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-10-20T09:00:00Z"},
+        {"type": "Ready", "status": "False", "lastTransitionTime": "2026-10-20T09:00:00Z", "reason": "ContainersNotReady",
+         "message": "containers with unready status: [vllm]"},
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-10-20T09:00:00Z"}]
+    image = p["spec"]["containers"][0]["image"]
+    last = {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": "2026-10-20T09:55:10Z",
+                           "finishedAt": "2026-10-20T09:56:02Z"}}
+    p["status"]["containerStatuses"] = [container_status("vllm", image, state="waiting", reason="CrashLoopBackOff",
+                                                         message="back-off 2m40s restarting failed container=vllm pod=" + name,
+                                                         restarts=6, last=last)]
+    k = dict(component="kubelet", host="gpu-l4-1")
+    items.append(event("llm", "Pod", name, "Unhealthy",
+                       'Liveness probe failed: Get "http://192.168.3.17:8000/health": dial tcp 192.168.3.17:8000: '
+                       "connect: connection refused", count=18, **k))
+    items.append(event("llm", "Pod", name, "Killing", "Container vllm failed liveness probe, will be restarted",
+                       type_="Normal", count=6, **k))
+    items.append(event("llm", "Pod", name, "BackOff", "Back-off restarting failed container vllm in pod " + name,
+                       count=11, **k))
+    items.append(log("llm", name, "vllm",
+                     "INFO 10-20 09:55:14 [api_server.py:1090] vLLM API server version 0.32.0\n"
+                     "INFO 10-20 09:55:31 [gpu_model_runner.py:1843] Starting to load model Qwen/Qwen2.5-1.5B-Instruct...\n"
+                     "INFO 10-20 09:55:58 [default_loader.py:262] Loading safetensors checkpoint shards:  50% Completed | 1/2\n",
+                     previous=True))
+    return items
+
+
+@case
+def gpu_limit_missing():
+    items = healthy()
+    tpl = {"containers": [ctr("rerank", "ghcr.io/huggingface/text-embeddings-inference:1.8", cpu="1", memory="4Gi",
+                              startup=True, ports=[8000])], "tolerations": [GPU_TOLERATION]}
+    tpl["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    items.append(workload("Deployment", "reranker", "llm", tpl, {"app": "reranker"}))
+    rs = workload("ReplicaSet", "reranker-5b6c7d8f9", "llm", tpl, {"app": "reranker", "pod-template-hash": "5b6c7d8f9"})
+    rs["metadata"]["ownerReferences"] = meta("x", "x", owner=("Deployment", "reranker", "llm"))["ownerReferences"]
+    items.append(rs)
+    items.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta("PodDisruptionBudget", "reranker", "llm"),
+                  "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "reranker"}}}})
+    msg = ('Error creating: Pod "reranker-5b6c7d8f9-%s" is invalid: spec.containers[0].resources.limits: Required value: '
+           'Limit must be set for non overcommitable resources') % suffix("rr")
+    items.append(event("llm", "ReplicaSet", "reranker-5b6c7d8f9", "FailedCreate", msg, count=8,
+                       component="replicaset-controller", api="apps/v1"))
+    return items
+
+
 def main():
     for name, fn in CASES.items():
         items = fn()
@@ -962,9 +1022,10 @@ def main():
         with open(os.path.join(d, "snapshot.json"), "w") as f:
             json.dump(doc, f, indent=4)
             f.write("\n")
-    # The fake kubectl's cluster (fake-kubectl/kubectl): the gpu-not-advertised case, logs apart.
+    # The cluster the collector tests serve from the API-server stand-in (live-cluster/): the
+    # gpu-not-advertised case, logs apart.
     items = CASES["gpu-not-advertised"]()
-    d = os.path.join(HERE, "fake-kubectl")
+    d = os.path.join(HERE, "live-cluster")
     os.makedirs(os.path.join(d, "logs"), exist_ok=True)
     objects = [i for i in items if i["kind"] not in ("ContainerLog", "SnapshotInfo")]
     with open(os.path.join(d, "core.json"), "w") as f:
@@ -977,7 +1038,7 @@ def main():
                 f.write(i["text"])
             if i["container"] == "toolkit-validation":
                 # Container logs are arbitrary bytes: invalid UTF-8 and terminal escapes must not break
-                # --collect's JSON (doctor_test DoctorCollect).
+                # --collect's JSON (doctor_live_test DoctorLive).
                 with open(os.path.join(d, "logs", name), "ab") as f:
                     f.write(b"toolkit probe output: \xff\xfe\x1b[0m (raw bytes)\n")
     print(f"wrote {len(CASES)} cases", file=sys.stderr)
