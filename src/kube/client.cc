@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "common/json_guard.h"
 #include "kube/credentials.h"
 
 namespace kgpu::kube {
@@ -66,27 +67,7 @@ void add_param(std::string& url, std::string_view key, std::string_view value) {
   url += escape(value);
 }
 
-bool json_depth_ok(std::string_view text) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxJsonDepth) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
+bool json_depth_ok(std::string_view text) { return json_depth_within(text, kMaxJsonDepth); }
 
 ApiResult<json> parse_body(const std::string& body) {
   if (!json_depth_ok(body)) return std::unexpected(ApiError{0, "BadResponse", "the server's answer is nested too deeply"});

@@ -76,10 +76,7 @@ TEST_F(KubeClientTest, InClusterServiceAccountReachesTheServer) {
   std::map<std::string, std::string> env{{"KUBERNETES_SERVICE_HOST", "127.0.0.1"},
                                          {"KUBERNETES_SERVICE_PORT", std::to_string(server_->port())}};
   LoadOptions o;
-  o.getenv = [&](std::string_view k) -> std::optional<std::string> {
-    const auto it = env.find(std::string(k));
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  o.getenv = kgpu::testing::env_lookup(env);
   o.service_account_dir = (d.path() / "sa").string();
   auto cfg = load_config(o);
   ASSERT_TRUE(cfg) << cfg.error().message;
@@ -379,10 +376,7 @@ current-context: ctx-b
 )");
   std::map<std::string, std::string> env{{"KUBECONFIG", a + ":/nonexistent:" + b}, {"HOME", d.path().string()}};
   LoadOptions o;
-  o.getenv = [&](std::string_view k) -> std::optional<std::string> {
-    const auto it = env.find(std::string(k));
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  o.getenv = kgpu::testing::env_lookup(env);
   auto c = load_config(o);  // current-context from b (the first file that sets it)
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->context, "ctx-b");
@@ -443,10 +437,7 @@ TEST(KubeConfig, InCluster) {
   d.write("sa/namespace", "gpu-system");
   std::map<std::string, std::string> env{{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}};
   LoadOptions o;
-  o.getenv = [&](std::string_view k) -> std::optional<std::string> {
-    const auto it = env.find(std::string(k));
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  o.getenv = kgpu::testing::env_lookup(env);
   o.service_account_dir = (d.path() / "sa").string();
   auto c = load_config(o);
   ASSERT_TRUE(c) << c.error().message;
