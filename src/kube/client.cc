@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "common/json_guard.h"
 #include "kube/credentials.h"
 
 namespace kgpu::kube {
@@ -66,27 +67,7 @@ void add_param(std::string& url, std::string_view key, std::string_view value) {
   url += escape(value);
 }
 
-bool json_depth_ok(std::string_view text) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxJsonDepth) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
+bool json_depth_ok(std::string_view text) { return json_depth_within(text, kMaxJsonDepth); }
 
 ApiResult<json> parse_body(const std::string& body) {
   if (!json_depth_ok(body)) return std::unexpected(ApiError{0, "BadResponse", "the server's answer is nested too deeply"});
@@ -376,7 +357,7 @@ Client::Reply Client::send_once(std::string_view method, const std::string& url,
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10'000L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the server offers it
+  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "gzip");  // as client-go asks (brotli is far slower to produce)
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);

@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -65,6 +66,27 @@ TEST_F(KubeClientTest, TlsVerificationAndServerName) {
   EXPECT_TRUE(client_for(c)->get(resources::kNamespaces, "", "default"));
   c.tls_server_name = "wrong.example";
   EXPECT_FALSE(client_for(c)->get(resources::kNamespaces, "", "default"));
+}
+
+TEST_F(KubeClientTest, InClusterServiceAccountReachesTheServer) {
+  TempDir d;
+  d.write("sa/token", "t0k\n");
+  d.write("sa/ca.crt", server_->cert("ca.crt"));
+  d.write("sa/namespace", "kube-system");
+  std::map<std::string, std::string> env{{"KUBERNETES_SERVICE_HOST", "127.0.0.1"},
+                                         {"KUBERNETES_SERVICE_PORT", std::to_string(server_->port())}};
+  LoadOptions o;
+  o.getenv = kgpu::testing::env_lookup(env);
+  o.service_account_dir = (d.path() / "sa").string();
+  auto cfg = load_config(o);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  auto c = client_for(*cfg);
+  auto r = c->list(resources::kPods, cfg->namespace_);
+  ASSERT_TRUE(r) << r.error().text();
+  // The token rotates (kubelet rewrites the projected file): the next request carries the new one.
+  d.write("sa/token", "rotated\n");
+  std::filesystem::last_write_time(d.path() / "sa/token", std::filesystem::file_time_type::clock::now() + std::chrono::seconds(5));
+  EXPECT_TRUE(c->list(resources::kPods, cfg->namespace_).error().unauthorized());
 }
 
 TEST_F(KubeClientTest, WrongTokenIsUnauthorized) {
@@ -354,10 +376,7 @@ current-context: ctx-b
 )");
   std::map<std::string, std::string> env{{"KUBECONFIG", a + ":/nonexistent:" + b}, {"HOME", d.path().string()}};
   LoadOptions o;
-  o.getenv = [&](std::string_view k) -> std::optional<std::string> {
-    const auto it = env.find(std::string(k));
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  o.getenv = kgpu::testing::env_lookup(env);
   auto c = load_config(o);  // current-context from b (the first file that sets it)
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->context, "ctx-b");
@@ -418,10 +437,7 @@ TEST(KubeConfig, InCluster) {
   d.write("sa/namespace", "gpu-system");
   std::map<std::string, std::string> env{{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}};
   LoadOptions o;
-  o.getenv = [&](std::string_view k) -> std::optional<std::string> {
-    const auto it = env.find(std::string(k));
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  o.getenv = kgpu::testing::env_lookup(env);
   o.service_account_dir = (d.path() / "sa").string();
   auto c = load_config(o);
   ASSERT_TRUE(c) << c.error().message;

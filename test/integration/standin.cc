@@ -61,6 +61,13 @@ std::unique_ptr<kube::Client> client_for(kube::RestConfig c, kube::ClientOptions
   return cl ? std::move(*cl) : nullptr;
 }
 
+std::function<std::optional<std::string>(std::string_view)> env_lookup(const std::map<std::string, std::string>& env) {
+  return [&env](std::string_view k) -> std::optional<std::string> {
+    const auto it = env.find(std::string(k));
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+}
+
 json test_pod(const std::string& name) {
   return json{{"metadata", {{"name", name}, {"labels", {{"app", "t"}}}}},
               {"spec", {{"containers", json::array({json{{"name", "c"}, {"image", "i:1"}}})}}}};

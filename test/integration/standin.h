@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +42,8 @@ class StandIn {
 kube::RestConfig token_config(const StandIn& s);
 // A client with short back-off (tests), failing the test if it cannot be made.
 std::unique_ptr<kube::Client> client_for(kube::RestConfig c, kube::ClientOptions o = {});
+// An environment lookup over `env` (kube::LoadOptions::getenv); `env` must outlive it.
+std::function<std::optional<std::string>(std::string_view)> env_lookup(const std::map<std::string, std::string>& env);
 // A one-container pod labelled app=t.
 nlohmann::json test_pod(const std::string& name);
 

@@ -4,6 +4,7 @@
 
 #include <regex>
 
+#include "common/json_guard.h"
 #include "common/yaml_guard.h"
 
 namespace kgpu::apiserver {
@@ -59,27 +60,7 @@ void flatten(json doc, std::vector<json>& out) {
 
 }  // namespace
 
-bool json_depth_ok(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
+bool json_depth_ok(std::string_view text, int max_depth) { return json_depth_within(text, max_depth); }
 
 Result<std::vector<json>> parse_manifests(const std::string& text, const std::string& source) {
   std::vector<json> out;

@@ -118,6 +118,7 @@ std::string Server::bind() {
   http_->set_write_timeout(std::chrono::seconds(30));
   http_->set_keep_alive_timeout(30);
   http_->set_keep_alive_max_count(10'000);  // cpp-httplib's default closes a connection after 5 requests
+  http_->set_tcp_nodelay(true);  // headers and body go out in separate writes: no 40 ms Nagle/delayed-ACK stall
   for (const char* m : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
     const std::string method = m;
     auto handler = [this, method](const httplib::Request& req, httplib::Response& res) {

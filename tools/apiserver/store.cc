@@ -56,6 +56,14 @@ std::string conflict_message(const ResourceInfo& res, const std::string& name, s
   return fmt::format("Operation cannot be fulfilled on {} \"{}\": {}", res.qualified(), name, why);
 }
 
+std::string precondition_message(std::string_view field, std::string_view want, std::string_view have) {
+  return fmt::format("Precondition failed: {} in precondition: {}, {} in object meta: {}", field, want, field, have);
+}
+
+Answer not_found(const ResourceInfo& res, const std::string& name) {
+  return status_answer(404, "NotFound", fmt::format("{} \"{}\" not found", res.qualified(), name), &res, name);
+}
+
 constexpr std::string_view kModified =
     "the object has been modified; please apply your changes to the latest version and try again";
 
@@ -226,7 +234,7 @@ Answer Store::get(const ResourceInfo& res, const std::string& ns, const std::str
       return Answer{200, *it->second};
     }
   }
-  return status_answer(404, "NotFound", fmt::format("{} \"{}\" not found", res.qualified(), name), &res, name);
+  return not_found(res, name);
 }
 
 Answer Store::list(const ResourceInfo& res, const ListOptions& options) const {
@@ -297,9 +305,7 @@ Answer Store::write_update(const ResourceInfo& res, const std::string& key, std:
   }
   if (const std::string uid = meta_str(updated, "uid"); !uid.empty() && uid != meta_str(*old, "uid")) {
     return status_answer(409, "Conflict",
-                         conflict_message(res, name,
-                                          fmt::format("Precondition failed: UID in precondition: {}, UID in object meta: {}",
-                                                      uid, meta_str(*old, "uid"))),
+                         conflict_message(res, name, precondition_message("UID", uid, meta_str(*old, "uid"))),
                          &res, name);
   }
   // Fields the server owns.
@@ -351,12 +357,7 @@ Answer Store::update(const ResourceInfo& res, const std::string& ns, const std::
   Objects& objs = objects(res);
   const std::string key = key_of(res.namespaced ? ns : "", name);
   const auto it = objs.find(key);
-  if (it == objs.end()) {
-    return status_answer(404, "NotFound", fmt::format("{} \"{}\" not found", res.qualified(), name), &res, name);
-  }
-  if (body.is_object() && (!body.contains("metadata") || !body["metadata"].contains("resourceVersion"))) {
-    // An unconditional update (allowed for the kinds served here).
-  }
+  if (it == objs.end()) return not_found(res, name);
   return write_update(res, key, it->second, std::move(body), part, dry_run);
 }
 
@@ -366,9 +367,7 @@ Answer Store::patch(const ResourceInfo& res, const std::string& ns, const std::s
   Objects& objs = objects(res);
   const std::string key = key_of(res.namespaced ? ns : "", name);
   const auto it = objs.find(key);
-  if (it == objs.end()) {
-    return status_answer(404, "NotFound", fmt::format("{} \"{}\" not found", res.qualified(), name), &res, name);
-  }
+  if (it == objs.end()) return not_found(res, name);
   json target = *it->second;
   std::string error;
   if (!apply_patch(target, patch, type, error)) return status_answer(422, "Invalid", error, &res, name);
@@ -410,27 +409,22 @@ Answer Store::remove(const ResourceInfo& res, const std::string& ns, const std::
   Objects& objs = objects(res);
   const std::string key = key_of(res.namespaced ? ns : "", name);
   const auto it = objs.find(key);
-  if (it == objs.end()) {
-    return status_answer(404, "NotFound", fmt::format("{} \"{}\" not found", res.qualified(), name), &res, name);
-  }
+  if (it == objs.end()) return not_found(res, name);
   const auto old = it->second;
   if (options.is_object()) {
     if (const auto pre = options.find("preconditions"); pre != options.end() && pre->is_object()) {
       if (const auto uid = pre->find("uid"); uid != pre->end() && uid->is_string() && *uid != meta_str(*old, "uid")) {
         return status_answer(409, "Conflict",
                              conflict_message(res, name,
-                                              fmt::format("Precondition failed: UID in precondition: {}, UID in "
-                                                          "object meta: {}",
-                                                          uid->get<std::string>(), meta_str(*old, "uid"))),
+                                              precondition_message("UID", uid->get<std::string>(), meta_str(*old, "uid"))),
                              &res, name);
       }
       if (const auto rv = pre->find("resourceVersion");
           rv != pre->end() && rv->is_string() && *rv != meta_str(*old, "resourceVersion")) {
         return status_answer(409, "Conflict",
                              conflict_message(res, name,
-                                              fmt::format("Precondition failed: ResourceVersion in precondition: {}, "
-                                                          "ResourceVersion in object meta: {}",
-                                                          rv->get<std::string>(), meta_str(*old, "resourceVersion"))),
+                                              precondition_message("ResourceVersion", rv->get<std::string>(),
+                                                                   meta_str(*old, "resourceVersion"))),
                              &res, name);
       }
     }
@@ -470,10 +464,7 @@ Answer Store::bind(const ResourceInfo& pods, const std::string& ns, const std::s
   const std::string uid = meta_str(binding, "uid");
   if (!uid.empty() && uid != meta_str(*old, "uid")) {
     return status_answer(409, "Conflict",
-                         conflict_message(kBinding, name,
-                                          fmt::format("Precondition failed: UID in precondition: {}, UID in object "
-                                                      "meta: {}",
-                                                      uid, meta_str(*old, "uid"))),
+                         conflict_message(kBinding, name, precondition_message("UID", uid, meta_str(*old, "uid"))),
                          &kBinding, name);
   }
   if (!meta_str(*old, "deletionTimestamp").empty()) {
