@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <sstream>
 
-#include "agent/labels.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "gpu/mig.h"
+#include "labels/labels.h"
 
 namespace kgpu::agent {
 
@@ -679,18 +679,18 @@ void DevicePluginManager::write_cdi_spec() {
 
 void DevicePluginManager::write_labels() {
   if (!opt_.labels) return;
-  Labels labels;
+  labels::Labels out;
   std::string path;
   std::vector<std::string> warnings;
   {
     std::lock_guard lock(mu_);
     path = config_.gfd_output_file;
-    LabelSharing ls;
-    LabelOptions lo;
+    labels::LabelSharing ls;
+    labels::LabelOptions lo;
     lo.mig_strategy = sharing::mig_strategy_name(config_.mig_strategy);
-    lo.machine = read_machine_type(config_.gfd_machine_type_file);
+    lo.machine = labels::read_machine_type(config_.gfd_machine_type_file);
     for (const auto& g : inventory_.gpus) {
-      if (auto c = read_pci_class(g.pci.bus_id, opt_.pci_devices_dir)) lo.pci_class[g.index] = *c;
+      if (auto c = labels::read_pci_class(g.pci.bus_id, opt_.pci_devices_dir)) lo.pci_class[g.index] = *c;
     }
     if (!config_.gfd_no_timestamp) {
       lo.timestamp = std::chrono::duration_cast<std::chrono::seconds>(
@@ -729,7 +729,7 @@ void DevicePluginManager::write_labels() {
       }
       ls.renamed = renamed;
     }
-    labels = gfd_labels(inventory_, ls, lo, &warnings);
+    out = labels::gfd_labels(inventory_, ls, lo, &warnings);
   }
   for (const auto& w : warnings) {
     if (!labels_dir_missing_logged_) log("labels: {}", w);
@@ -746,7 +746,7 @@ void DevicePluginManager::write_labels() {
     return;
   }
   labels_dir_missing_logged_ = false;
-  if (auto ok = write_features_file(path, labels); !ok) log("labels: {}", ok.error().message);
+  if (auto ok = labels::write_features_file(path, out); !ok) log("labels: {}", ok.error().message);
 }
 
 DevicePluginManager::Status DevicePluginManager::status() const {
