@@ -71,6 +71,22 @@ gpu::Inventory merge_lost(gpu::Inventory fresh, const gpu::Inventory& known) {
   return fresh;
 }
 
+// The sharing layer's container edits in the kubelet's Allocate terms.
+std::vector<kubelet::ContainerAllocation> to_kubelet(const std::vector<sharing::ContainerEdits>& edits) {
+  std::vector<kubelet::ContainerAllocation> out;
+  out.reserve(edits.size());
+  for (const auto& e : edits) {
+    kubelet::ContainerAllocation a;
+    a.envs = e.envs;
+    a.annotations = e.annotations;
+    a.cdi_devices = e.cdi_devices;
+    for (const auto& m : e.mounts) a.mounts.push_back({m.container_path, m.host_path, m.read_only});
+    for (const auto& d : e.devices) a.devices.push_back({d.container_path, d.host_path, d.permissions});
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 }  // namespace
 
 DevicePluginManager::FileStamp DevicePluginManager::stamp(const std::string& path) {
@@ -336,13 +352,16 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
       const auto* res = plan_.find(name);
       if (res == nullptr) {
         ++allocation_errors_;
-        return Result<std::vector<sharing::ContainerEdits>>(
+        return Result<std::vector<kubelet::ContainerAllocation>>(
             fail(ErrorCode::kUnavailable, "{} is no longer advertised by this node", name));
       }
       auto edits = sharing::allocate(*res, config_, host_, requests, fmt::format("{:x}", ++unique_));
       ++(edits ? allocations_ : allocation_errors_);
-      if (!edits) log("{}: Allocate refused: {}", name, edits.error().message);
-      return edits;
+      if (!edits) {
+        log("{}: Allocate refused: {}", name, edits.error().message);
+        return Result<std::vector<kubelet::ContainerAllocation>>(std::unexpected(edits.error()));
+      }
+      return Result<std::vector<kubelet::ContainerAllocation>>(to_kubelet(*edits));
     };
     cb.preferred = [this, name](const std::vector<std::string>& available, const std::vector<std::string>& must,
                                 int size) {

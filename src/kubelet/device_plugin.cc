@@ -107,7 +107,7 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
                         v1beta1::AllocateResponse* out) override {
     std::vector<std::vector<std::string>> requests;
     for (const auto& c : req->container_requests()) requests.push_back(strings(c.devices_ids()));
-    Result<std::vector<sharing::ContainerEdits>> edits;
+    Result<std::vector<ContainerAllocation>> edits;
     try {
       edits = owner_.callbacks_.allocate(requests);
     } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,7 +22,6 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sharing/allocate.h"
 
 namespace grpc {
 class Server;
@@ -40,8 +40,30 @@ struct DeviceState {
   bool operator==(const DeviceState&) const = default;
 };
 
+// What one container of an Allocate answer gets: the ContainerAllocateResponse fields, in the kubelet's
+// terms (the owner converts its own allocation model into this).
+struct Mount {
+  std::string container_path, host_path;
+  bool read_only = false;
+  bool operator==(const Mount&) const = default;
+};
+struct DeviceNode {
+  std::string container_path, host_path;
+  std::string permissions = "rw";
+  bool operator==(const DeviceNode&) const = default;
+};
+struct ContainerAllocation {
+  std::map<std::string, std::string> envs;
+  std::vector<Mount> mounts;
+  std::vector<DeviceNode> devices;
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;  // fully qualified CDI names
+  bool operator==(const ContainerAllocation&) const = default;
+};
+
 struct PluginCallbacks {
-  std::function<Result<std::vector<sharing::ContainerEdits>>(const std::vector<std::vector<std::string>>&)> allocate;
+  // One answer per container request (same order); an error refuses the whole Allocate.
+  std::function<Result<std::vector<ContainerAllocation>>(const std::vector<std::vector<std::string>>&)> allocate;
   // (available, must_include, size) -> preferred IDs
   std::function<std::vector<std::string>(const std::vector<std::string>&, const std::vector<std::string>&, int)>
       preferred;
