@@ -59,13 +59,12 @@ class Agent {
     std::filesystem::create_directories(dir_.path() / "features.d");
     config_ = dir_.write("config.yaml", config_yaml);
     kubelet_.start();
-    port_ = free_port();
     std::vector<std::string> argv{KGPU_BINARY,
                                   "agent",
                                   "--nvml-library",
                                   KGPU_FAKE_NVML,
                                   "-a",
-                                  "127.0.0.1:" + std::to_string(port_),
+                                  "127.0.0.1:0",
                                   "--pod-resources-socket",
                                   "",
                                   "--device-plugin-dir",
@@ -106,6 +105,7 @@ class Agent {
   }
 
   std::string metrics() {
+    if (port_ == 0) port_ = agent_port(log_);  // the port the agent bound (it was asked for 0)
     httplib::Client c("127.0.0.1", port_);
     c.set_connection_timeout(2);
     auto r = c.Get("/metrics");
