@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 
 namespace grpc {
@@ -71,7 +72,9 @@ struct PluginCallbacks {
 
 class DevicePluginServer {
  public:
-  DevicePluginServer(std::string resource, std::string dir, std::string socket_name, PluginCallbacks callbacks);
+  // `clock` (not owned) must outlive the server; it times stream_lost().
+  DevicePluginServer(std::string resource, std::string dir, std::string socket_name, PluginCallbacks callbacks,
+                     Clock& clock = Clock::real());
   ~DevicePluginServer();
   DevicePluginServer(const DevicePluginServer&) = delete;
   DevicePluginServer& operator=(const DevicePluginServer&) = delete;
@@ -107,6 +110,7 @@ class DevicePluginServer {
  private:
   std::string resource_, dir_, socket_name_;
   PluginCallbacks callbacks_;
+  Clock& clock_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
 
@@ -117,7 +121,7 @@ class DevicePluginServer {
   bool stopping_ = false;             // guarded by mu_
   int streams_ = 0;                   // guarded by mu_
   uint64_t streams_opened_ = 0;       // guarded by mu_
-  std::chrono::steady_clock::time_point last_stream_end_{};  // guarded by mu_
+  Clock::SteadyTime last_stream_end_{};  // guarded by mu_
   unsigned long socket_inode_ = 0;    // guarded by mu_; 0 = not serving
 
   friend class Service;
