@@ -1,3 +1,5 @@
+// DevicePluginManager: what it writes on the node (the CDI spec, the GFD labels file) and the
+// host facts it reads for them (driver files, MIG capability minors, containerd's config).
 #include <dirent.h>
 #include <fmt/format.h>
 #include <sys/stat.h>

@@ -1,3 +1,5 @@
+// DevicePluginManager: device health. XID and GPU-lost events (event thread), the periodic
+// probe with the recovery rule and GPU layout changes (control thread). Rules: docs/device-plugin.md.
 #include "agent/plugin_manager.h"
 
 #include <fmt/format.h>
