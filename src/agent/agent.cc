@@ -229,7 +229,8 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     return 1;
   }
   // Tests and tools read the bound port from this line (the real one when port 0 was asked for).
-  log::info(fmt::format("listening on {}:{}", addr->first, *port), {log::kv("address", addr->first), log::kv("port", *port)});
+  log::info(fmt::format("listening on {}:{}", addr->first, *port),
+            {log::kv("address", addr->first), log::kv("port", *port)});
 
   auto next_retry = clock.steady_now() + options.nvml_retry;
   int status = 0;
