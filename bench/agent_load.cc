@@ -83,13 +83,13 @@ int main(int argc, char** argv) {
   peer.set_pods(pods);
   peer.start();
 
-  const int port = free_port();
   const std::string d = dir.path().string();
-  ChildProcess agent({KGPU_BINARY, "agent", "-a", "127.0.0.1:" + std::to_string(port), "-c", "1000",
+  ChildProcess agent({KGPU_BINARY, "agent", "-a", "127.0.0.1:0", "-c", "1000",
                       "--nvml-library", KGPU_FAKE_NVML, "--pod-resources-socket", peer.socket_path(),
                       "--pod-resources-interval", "10000", "--proc-root", d + "/proc", "--container-log-dir",
                       d + "/containers", "--pod-log-dir", d + "/pods"},
                      {"KGPU_FAKE_NVML_CONFIG=" + node_path, "NODE_NAME=bench-node"}, d + "/agent.log");
+  const int port = agent_port(d + "/agent.log");  // the agent binds port 0 and logs the port it got
   httplib::Client c("127.0.0.1", port);
   c.set_keep_alive(true);
   for (int i = 0; i < 200; ++i) {

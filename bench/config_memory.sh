@@ -55,6 +55,6 @@ for c in full-configmap many-nodes alias-bomb replicas 50mb; do
   set -e
   read -r rss wall < <(tail -1 "$tmp/time")
   if grep -q "listening on" "$tmp/log"; then outcome="accepted ($(grep -c 'config:' "$tmp/log") warning lines)";
-  else outcome="refused: $(grep -o 'kgpu agent: .*' "$tmp/log" | head -1 | cut -c13-110)"; fi
+  else outcome="refused: $(sed -n 's/.*level=error msg="\(\([^"\\]\|\\.\)*\)".*/\1/p' "$tmp/log" | head -1 | cut -c1-98)"; fi
   echo "| $c | $((size / 1024)) KiB | $outcome | $((rss / 1024)) MiB | ${wall} s |"
 done

@@ -127,7 +127,7 @@ class BenchAgent {
                                   "--nvml-library",
                                   KGPU_FAKE_NVML,
                                   "-a",
-                                  "127.0.0.1:" + std::to_string(free_port()),
+                                  "127.0.0.1:0",
                                   "--pod-resources-socket",
                                   "",
                                   "--device-plugin-dir",

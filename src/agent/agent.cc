@@ -8,11 +8,11 @@
 #include <csignal>
 #include <mutex>
 #include <optional>
-#include <cstdio>
 #include <thread>
 
 #include "common/files.h"
 #include "common/http_server.h"
+#include "common/log.h"
 
 namespace kgpu::agent {
 
@@ -99,8 +99,7 @@ class ShutdownWatchdog {
       while (!done_ && !g_signalled.load()) cv_.wait_for(lock, std::chrono::milliseconds(50));
       if (done_) return;
       if (!cv_.wait_for(lock, grace_, [this] { return done_; })) {
-        std::fprintf(stderr, "kgpu agent: shutdown did not finish within %lld ms: exiting now\n",
-                     static_cast<long long>(grace_.count()));
+        log::error(fmt::format("shutdown did not finish within {} ms: exiting now", grace_.count()));
         std::_Exit(0);
       }
     });
@@ -126,7 +125,7 @@ class ShutdownWatchdog {
 int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   auto addr = parse_address(options.address);
   if (!addr) {
-    std::fprintf(stderr, "kgpu agent: %s\n", addr.error().message.c_str());
+    log::error(addr.error().message);
     return 2;
   }
   // SIGTERM/SIGINT are caught from the start; shutdown then finishes within options.shutdown_grace.
@@ -138,25 +137,28 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   }
   auto stopping = [&] { return stop != nullptr ? stop->load() : g_signalled.load(); };
 
+  Clock& clock = options.clock != nullptr ? *options.clock : Clock::real();
   metrics::SamplerOptions so = options.sampler;
+  so.clock = &clock;
   if (so.hostname.empty()) so.hostname = host_name();
   if (!options.counters_file.empty()) {
     // A counters file is a ConfigMap too: 1 MiB at most.
     const auto text = read_file_limited(options.counters_file, 1 << 20);
     if (!text) {
-      std::fprintf(stderr, "kgpu agent: counters file: %s\n", text.error().message.c_str());
+      log::error("counters file: " + text.error().message, {log::kv("file", options.counters_file)});
       return 1;
     }
     auto set = metrics::parse_counters(*text, options.counters_file);
     if (!set) {
-      std::fprintf(stderr, "kgpu agent: %s\n", set.error().message.c_str());
+      log::error(set.error().message, {log::kv("file", options.counters_file)});
       return 1;
     }
-    for (const auto& w : set->warnings) std::fprintf(stderr, "kgpu agent: warning: %s\n", w.c_str());
+    for (const auto& w : set->warnings) log::warn(w, {log::kv("file", options.counters_file)});
     so.counters = std::move(set->counters);
   }
   DevicePluginOptions po = options.plugins;
   if (po.node_name.empty()) po.node_name = so.hostname;
+  po.clock = &clock;
 
   Serving serving;
   std::unique_ptr<gpu::Node> node;
@@ -186,12 +188,11 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     const std::string config_text =
         po.config_file.empty() ? "" : read_file_limited(po.config_file, sharing::kMaxConfigBytes).value_or("");
     if (!nvml_failed || fails_on_init_error(po, config_text)) {
-      std::fprintf(stderr, "kgpu agent: %s\n", up.error().message.c_str());
+      log::error(up.error().message);
       return 1;
     }
-    std::fprintf(stderr,
-                 "kgpu agent: %s; failOnInitError is false: serving without GPUs, retrying NVML every %.1f s\n",
-                 up.error().message.c_str(), std::chrono::duration<double>(options.nvml_retry).count());
+    log::warn(fmt::format("{}; failOnInitError is false: serving without GPUs, retrying NVML every {:.1f} s",
+                          up.error().message, std::chrono::duration<double>(options.nvml_retry).count()));
     serving.nvml_error = up.error().message;
     waiting_for_nvml = true;
   }
@@ -222,24 +223,26 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   });
   auto port = server.start(addr->first, addr->second);
   if (!port) {
-    std::fprintf(stderr, "kgpu agent: %s\n", port.error().message.c_str());
+    log::error(port.error().message);
     if (sampler) sampler->stop();
     if (plugins) plugins->stop();
     return 1;
   }
-  std::fprintf(stderr, "kgpu agent: listening on %s:%d\n", addr->first.c_str(), *port);
+  // Tests and tools read the bound port from this line (the real one when port 0 was asked for).
+  log::info(fmt::format("listening on {}:{}", addr->first, *port),
+            {log::kv("address", addr->first), log::kv("port", *port)});
 
-  auto next_retry = std::chrono::steady_clock::now() + options.nvml_retry;
+  auto next_retry = clock.steady_now() + options.nvml_retry;
   int status = 0;
   while (!stopping()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (waiting_for_nvml && std::chrono::steady_clock::now() >= next_retry) {
-      next_retry = std::chrono::steady_clock::now() + options.nvml_retry;
+    clock.sleep_for(std::chrono::milliseconds(100));
+    if (waiting_for_nvml && clock.steady_now() >= next_retry) {
+      next_retry = clock.steady_now() + options.nvml_retry;
       if (auto up = bring_up(); up) {
         waiting_for_nvml = false;
-        std::fprintf(stderr, "kgpu agent: NVML is up: serving GPUs\n");
+        log::info("NVML is up: serving GPUs");
       } else if (node != nullptr) {
-        std::fprintf(stderr, "kgpu agent: %s\n", up.error().message.c_str());
+        log::error(up.error().message);
         status = 1;
         break;
       } else {

@@ -7,7 +7,8 @@
 #include <chrono>
 #include <string>
 
-#include "agent/device_plugins.h"
+#include "agent/plugin_manager.h"
+#include "common/clock.h"
 #include "common/http_server.h"
 #include "metrics/sampler.h"
 
@@ -25,14 +26,17 @@ struct AgentOptions {
   std::chrono::milliseconds nvml_retry{std::chrono::seconds(30)};
   // After SIGTERM/SIGINT, the process exits by this deadline even if a peer or NVML call hangs.
   std::chrono::milliseconds shutdown_grace{900};
+  // Time for the main loop, the sampler and the plugins (not owned; must outlive run_agent). The
+  // shutdown watchdog always runs on real time.
+  Clock* clock = &Clock::real();
 };
 
 // Splits "[host]:port" (host empty = all interfaces). Errors name the bad address.
 Result<std::pair<std::string, int>> parse_address(const std::string& address);
 
 // Runs until `stop` becomes true (or SIGINT/SIGTERM when `stop` is null). Returns the exit status.
-// Prints "listening on <host>:<port>" on stderr once serving (the port is the real one when 0
-// was asked for).
+// Logs "listening on <host>:<port>" (with fields address= and port=) once serving: the port is the
+// real one when 0 was asked for, so a caller that cannot pick a free port asks for 0 and reads it.
 //
 // Endpoints: /metrics; /health (liveness: the sampler completed a sample within three intervals,
 // whatever NVML answered); /ready (200 "ready", or 503 with one line per problem: NVML not up, a

@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "cli/lint_cmd.h"
+#include "common/log.h"
 #include "gpu/node.h"
 #include "gpu/report.h"
 #include "cli/doctor_cmd.h"
@@ -230,6 +231,13 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("-a,--address", ao.address, "Address to serve /metrics and /health on ([host]:port)")
       ->envname("DCGM_EXPORTER_LISTEN")
       ->capture_default_str();
+  std::string log_level = "info", log_format = "text";
+  agent_cmd->add_option("--log-level", log_level, "Lowest level logged: debug, info, warn or error")
+      ->envname("KGPU_LOG_LEVEL")
+      ->capture_default_str();
+  agent_cmd->add_option("--log-format", log_format, "Log lines as text (key=value) or json")
+      ->envname("KGPU_LOG_FORMAT")
+      ->capture_default_str();
   agent_cmd->add_option("-c,--collect-interval", collect_ms, "Collection interval in milliseconds")
       ->envname("DCGM_EXPORTER_INTERVAL")
       ->check(CLI::Range(100LL, 3600000LL))
@@ -376,6 +384,17 @@ int run(int argc, char** argv) {
   if (*lint_cmd) return run_lint_command();
   if (*sim_cmd) return cmd_sim(so);
   if (*agent_cmd) {
+    const auto level = log::parse_level(log_level);
+    const auto format = log::parse_format(log_format);
+    if (!level || !format) {
+      fmt::print(stderr, "kgpu agent: --log-{}: {}\n", level ? "format" : "level",
+                 (level ? format.error() : level.error()).message);
+      return 2;
+    }
+    log::configure(*level, *format);
+    // The same settings for code that reads them from the environment (the fake NVML's diagnostics).
+    ::setenv("KGPU_LOG_LEVEL", log_level.c_str(), 1);
+    ::setenv("KGPU_LOG_FORMAT", log_format.c_str(), 1);
     ao.nvml_library = g.nvml_library;
     ao.sampler.interval = std::chrono::milliseconds(collect_ms);
     ao.sampler.pod_resources_interval = std::chrono::milliseconds(pr_interval_ms);
@@ -389,7 +408,7 @@ int run(int argc, char** argv) {
     } else if (auto d = sharing::parse_duration(health_recovery)) {
       ao.plugins.health_recovery = *d;
     } else {
-      fmt::print(stderr, "kgpu agent: --health-recovery: {}\n", d.error().message);
+      log::error("--health-recovery: " + d.error().message);
       return 2;
     }
     return agent::run_agent(ao);

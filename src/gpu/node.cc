@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <set>
 
+#include "common/clock.h"
 #include "gpu/mig.h"
 
 namespace kgpu::gpu {
@@ -605,7 +606,8 @@ void Node::read_gpm(unsigned index, Device dev, Telemetry& t) {
   GpmSupport support{kGpmSupportVersion, 0};
   if (lib_->call(s.nvmlGpmQueryDeviceSupport, dev, &support) != kSuccess || !support.isSupportedDevice) return;
   GpmState& st = gpm_[index];
-  const auto now = std::chrono::steady_clock::now();
+  // GPM samples are taken by the GPU in real time: their spacing is real time too.
+  const auto now = kgpu::Clock::real().steady_now();
   if (st.sample != nullptr && now - st.taken < std::chrono::milliseconds(100)) return;  // too soon: keep the old one
   GpmSample sample = nullptr;
   if (Return r = lib_->call(s.nvmlGpmSampleAlloc, &sample); r != kSuccess) {

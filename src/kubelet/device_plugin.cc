@@ -83,7 +83,7 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
       }
     }
     --owner_.streams_;
-    owner_.last_stream_end_ = std::chrono::steady_clock::now();
+    owner_.last_stream_end_ = owner_.clock_.steady_now();
     return status;
   }
 
@@ -107,7 +107,7 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
                         v1beta1::AllocateResponse* out) override {
     std::vector<std::vector<std::string>> requests;
     for (const auto& c : req->container_requests()) requests.push_back(strings(c.devices_ids()));
-    Result<std::vector<sharing::ContainerEdits>> edits;
+    Result<std::vector<ContainerAllocation>> edits;
     try {
       edits = owner_.callbacks_.allocate(requests);
     } catch (const std::exception& e) {
@@ -145,11 +145,12 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
 };
 
 DevicePluginServer::DevicePluginServer(std::string resource, std::string dir, std::string socket_name,
-                                       PluginCallbacks callbacks)
+                                       PluginCallbacks callbacks, Clock& clock)
     : resource_(std::move(resource)),
       dir_(std::move(dir)),
       socket_name_(std::move(socket_name)),
-      callbacks_(std::move(callbacks)) {}
+      callbacks_(std::move(callbacks)),
+      clock_(clock) {}
 
 DevicePluginServer::~DevicePluginServer() { stop(); }
 
@@ -198,7 +199,7 @@ void DevicePluginServer::stop() {
     stopping_ = true;
   }
   changed_.notify_all();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  server_->Shutdown(Clock::real().system_now() + std::chrono::milliseconds(500));  // gRPC deadlines are real time
   server_.reset();
   service_.reset();
   std::lock_guard lock(mu_);
@@ -223,7 +224,7 @@ Result<void> DevicePluginServer::register_with_kubelet(std::chrono::milliseconds
   v1beta1::Empty resp;
   grpc::ClientContext ctx;
   // No wait_for_ready: a kubelet that is not listening fails at once, and the caller retries.
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  ctx.set_deadline(Clock::real().system_now() + timeout);  // gRPC deadlines are real time
   const grpc::Status s = stub->Register(&ctx, req, &resp);
   if (s.ok()) return {};
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -261,7 +262,7 @@ int DevicePluginServer::open_streams() const {
 
 bool DevicePluginServer::stream_lost(std::chrono::milliseconds grace) const {
   std::lock_guard lock(mu_);
-  return streams_opened_ > 0 && streams_ == 0 && std::chrono::steady_clock::now() - last_stream_end_ > grace;
+  return streams_opened_ > 0 && streams_ == 0 && clock_.steady_now() - last_stream_end_ > grace;
 }
 
 void DevicePluginServer::forget_streams() {

@@ -14,14 +14,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
-#include "sharing/allocate.h"
 
 namespace grpc {
 class Server;
@@ -40,8 +41,30 @@ struct DeviceState {
   bool operator==(const DeviceState&) const = default;
 };
 
+// What one container of an Allocate answer gets: the ContainerAllocateResponse fields, in the kubelet's
+// terms (the owner converts its own allocation model into this).
+struct Mount {
+  std::string container_path, host_path;
+  bool read_only = false;
+  bool operator==(const Mount&) const = default;
+};
+struct DeviceNode {
+  std::string container_path, host_path;
+  std::string permissions = "rw";
+  bool operator==(const DeviceNode&) const = default;
+};
+struct ContainerAllocation {
+  std::map<std::string, std::string> envs;
+  std::vector<Mount> mounts;
+  std::vector<DeviceNode> devices;
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;  // fully qualified CDI names
+  bool operator==(const ContainerAllocation&) const = default;
+};
+
 struct PluginCallbacks {
-  std::function<Result<std::vector<sharing::ContainerEdits>>(const std::vector<std::vector<std::string>>&)> allocate;
+  // One answer per container request (same order); an error refuses the whole Allocate.
+  std::function<Result<std::vector<ContainerAllocation>>(const std::vector<std::vector<std::string>>&)> allocate;
   // (available, must_include, size) -> preferred IDs
   std::function<std::vector<std::string>(const std::vector<std::string>&, const std::vector<std::string>&, int)>
       preferred;
@@ -49,7 +72,9 @@ struct PluginCallbacks {
 
 class DevicePluginServer {
  public:
-  DevicePluginServer(std::string resource, std::string dir, std::string socket_name, PluginCallbacks callbacks);
+  // `clock` (not owned) must outlive the server; it times stream_lost().
+  DevicePluginServer(std::string resource, std::string dir, std::string socket_name, PluginCallbacks callbacks,
+                     Clock& clock = Clock::real());
   ~DevicePluginServer();
   DevicePluginServer(const DevicePluginServer&) = delete;
   DevicePluginServer& operator=(const DevicePluginServer&) = delete;
@@ -85,6 +110,7 @@ class DevicePluginServer {
  private:
   std::string resource_, dir_, socket_name_;
   PluginCallbacks callbacks_;
+  Clock& clock_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
 
@@ -95,7 +121,7 @@ class DevicePluginServer {
   bool stopping_ = false;             // guarded by mu_
   int streams_ = 0;                   // guarded by mu_
   uint64_t streams_opened_ = 0;       // guarded by mu_
-  std::chrono::steady_clock::time_point last_stream_end_{};  // guarded by mu_
+  Clock::SteadyTime last_stream_end_{};  // guarded by mu_
   unsigned long socket_inode_ = 0;    // guarded by mu_; 0 = not serving
 
   friend class Service;

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
+#include "common/clock.h"
 #include "podresources/v1/api.grpc.pb.h"
 
 namespace kgpu::kubelet {
@@ -36,7 +37,7 @@ Result<std::vector<ContainerDevice>> PodResourcesClient::list(std::chrono::milli
     impl_->stub = v1::PodResourcesLister::NewStub(impl_->channel);
   }
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  ctx.set_deadline(Clock::real().system_now() + timeout);  // gRPC deadlines are real time
   v1::ListPodResourcesRequest req;
   v1::ListPodResourcesResponse resp;
   const grpc::Status status = impl_->stub->List(&ctx, req, &resp);

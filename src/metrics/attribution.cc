@@ -76,14 +76,16 @@ std::optional<CgroupRef> parse_cgroup(std::string_view content) {
   return best;
 }
 
-ProcessResolver::ProcessResolver(std::string proc_root, std::string container_log_dir, std::string pod_log_dir)
+ProcessResolver::ProcessResolver(std::string proc_root, std::string container_log_dir, std::string pod_log_dir,
+                                 Clock& clock)
     : proc_root_(std::move(proc_root)),
       container_log_dir_(std::move(container_log_dir)),
-      pod_log_dir_(std::move(pod_log_dir)) {}
+      pod_log_dir_(std::move(pod_log_dir)),
+      clock_(clock) {}
 
 void ProcessResolver::rescan_locked() {
   namespace fs = std::filesystem;
-  last_scan_ = std::chrono::steady_clock::now();
+  last_scan_ = clock_.steady_now();
   by_container_id_.clear();
   by_uid_.clear();
   std::error_code ec;
@@ -128,7 +130,7 @@ std::optional<PodRef> ProcessResolver::resolve(unsigned pid) {
       return PodRef{it->second.first, it->second.second, ""};
     }
     // A new container: rescan, but not more than once a second.
-    if (std::chrono::steady_clock::now() - last_scan_ < std::chrono::seconds(1)) break;
+    if (clock_.steady_now() - last_scan_ < std::chrono::seconds(1)) break;
     rescan_locked();
   }
   // Known pod, unknown container name.

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.h"
 #include "metrics/frame.h"
 
 namespace kgpu::metrics {
@@ -31,7 +32,9 @@ std::optional<CgroupRef> parse_cgroup(std::string_view content);
 // Resolves processes to containers. Thread safety: resolve() may be called from any thread.
 class ProcessResolver {
  public:
-  ProcessResolver(std::string proc_root, std::string container_log_dir, std::string pod_log_dir);
+  // `clock` (not owned) must outlive the resolver; it paces rescans (at most one a second).
+  ProcessResolver(std::string proc_root, std::string container_log_dir, std::string pod_log_dir,
+                  Clock& clock = Clock::real());
 
   // The container a process runs in, or nullopt (not in a pod, exited, or unknown names).
   std::optional<PodRef> resolve(unsigned pid);
@@ -39,10 +42,11 @@ class ProcessResolver {
  private:
   void rescan_locked();
   std::string proc_root_, container_log_dir_, pod_log_dir_;
+  Clock& clock_;
   std::mutex mu_;
   std::map<std::string, PodRef> by_container_id_;                      // guarded by mu_
   std::map<std::string, std::pair<std::string, std::string>> by_uid_;  // uid -> (ns, pod)
-  std::chrono::steady_clock::time_point last_scan_{};
+  Clock::SteadyTime last_scan_{};
 };
 
 }  // namespace kgpu::metrics

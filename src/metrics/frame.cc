@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "common/strings.h"
+#include "metrics/exposition.h"
 
 namespace kgpu::metrics {
 
@@ -16,20 +16,19 @@ struct LabelOptions {
 // gpu, UUID, pci_bus_id, device, modelName[, GPU_I_PROFILE, GPU_I_ID], Hostname[, DCGM_FI_DRIVER_VERSION]
 void device_labels(std::string& out, const DeviceIdentity& d, const LabelOptions& o) {
   out += fmt::format(R"(gpu="{}",UUID="{}",pci_bus_id="{}",device="nvidia{}",modelName="{}")", d.gpu,
-                     escape_label(d.uuid), escape_label(d.pci_bus_id), d.gpu, escape_label(d.model));
+                     exposition::escape_label_value(d.uuid), exposition::escape_label_value(d.pci_bus_id), d.gpu, exposition::escape_label_value(d.model));
   if (d.gi_profile) out += fmt::format(R"(,GPU_I_PROFILE="{}",GPU_I_ID="{}")", *d.gi_profile, d.gi_id.value_or(0));
-  out += fmt::format(R"(,Hostname="{}")", escape_label(*o.hostname));
-  if (o.driver != nullptr) out += fmt::format(R"(,DCGM_FI_DRIVER_VERSION="{}")", escape_label(*o.driver));
+  out += fmt::format(R"(,Hostname="{}")", exposition::escape_label_value(*o.hostname));
+  if (o.driver != nullptr) out += fmt::format(R"(,DCGM_FI_DRIVER_VERSION="{}")", exposition::escape_label_value(*o.driver));
 }
 
 void pod_labels(std::string& out, const PodRef& p) {
-  out += fmt::format(R"(,container="{}",namespace="{}",pod="{}")", escape_label(p.container), escape_label(p.ns),
-                     escape_label(p.pod));
+  out += fmt::format(R"(,container="{}",namespace="{}",pod="{}")", exposition::escape_label_value(p.container), exposition::escape_label_value(p.ns),
+                     exposition::escape_label_value(p.pod));
 }
 
-// HELP text escapes backslash and newline in the text format.
-void header(std::string& out, const char* name, const std::string& help, const char* type) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, escape(help, {{'\\', "\\\\"}, {'\n', "\\n"}}), name, type);
+void header(std::string& out, std::string_view name, std::string_view help, std::string_view type) {
+  exposition::family(out, name, type, help);
 }
 
 // Clock event reason bits (nvmlClocksEventReasons) worth alerting on.
@@ -46,8 +45,6 @@ constexpr Reason kThrottleReasons[] = {
 };
 
 }  // namespace
-
-std::string escape_label(const std::string& v) { return escape(v, {{'\\', "\\\\"}, {'"', "\\\""}, {'\n', "\\n"}}); }
 
 std::string render(const std::vector<Counter>& counters, const Frame& f) {
   std::string out;
@@ -157,7 +154,7 @@ std::string render(const std::vector<Counter>& counters, const Frame& f) {
     for (const auto& a : f.allocations) {
       out += "kgpu_device_allocated{";
       device_labels(out, a.device, opts);
-      out += fmt::format(R"(,resource="{}",device_id="{}")", escape_label(a.resource), escape_label(a.device_id));
+      out += fmt::format(R"(,resource="{}",device_id="{}")", exposition::escape_label_value(a.resource), exposition::escape_label_value(a.device_id));
       pod_labels(out, a.pod);
       out += "} 1\n";
     }

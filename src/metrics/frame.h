@@ -77,9 +77,6 @@ struct Frame {
   AgentStats stats;
 };
 
-// Escapes a label value for the text format (\\, \", \n).
-std::string escape_label(const std::string& v);
-
 std::string render(const std::vector<Counter>& counters, const Frame& frame);
 
 }  // namespace kgpu::metrics

@@ -3,13 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
+
+#include "common/log.h"
 
 namespace kgpu::metrics {
 
 namespace {
-
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // "GPU-abc::3" -> "GPU-abc" (time-slicing / MPS replica ids).
 std::string strip_replica(const std::string& id, bool* replica) {
@@ -23,8 +22,9 @@ std::string strip_replica(const std::string& id, bool* replica) {
 Sampler::Sampler(gpu::Node& node, SamplerOptions options)
     : node_(node),
       opt_(std::move(options)),
+      clock_(opt_.clock != nullptr ? *opt_.clock : Clock::real()),
       pod_resources_(opt_.pod_resources_socket),
-      resolver_(opt_.proc_root, opt_.container_log_dir, opt_.pod_log_dir) {}
+      resolver_(opt_.proc_root, opt_.container_log_dir, opt_.pod_log_dir, clock_) {}
 
 Sampler::~Sampler() { stop(); }
 
@@ -68,73 +68,91 @@ void Sampler::on_event(const gpu::Event& e) {
   ++xid_counts_[{uuid, e.xid}];
 }
 
+struct Sampler::Holders {
+  std::map<unsigned, std::set<PodRef>> gpu;  // exclusive owners and sharers, by GPU index
+  std::map<unsigned, bool> gpu_replicated;   // a replica (time-slicing / MPS) id names the GPU
+  std::map<std::pair<unsigned, unsigned>, std::set<PodRef>> mig;  // by (GPU, GPU instance)
+};
+
 void Sampler::sample_now() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto started = clock_.steady_now();
   if (gpus_.empty() || ++samples_since_inventory_ >= 60) refresh_inventory();
   std::vector<gpu::CallError> node_errors;
   auto ts = node_.telemetry(&node_errors);
   for (const auto& e : node_errors) ++nvml_errors_[e.call];
+  check_inventory(ts);
+  std::vector<kubelet::ContainerDevice> devices;
+  Frame f = begin_frame(&devices);
+  const Holders holders = find_holders(devices, f);
+  const auto now = clock_.steady_now();
+  add_devices(std::move(ts), holders, now, f);
+  add_shared_usage(holders, now, f);
+  publish(std::move(f), node_errors, started);
+}
+
+void Sampler::check_inventory(const std::vector<gpu::Telemetry>& ts) {
   // A device we do not know under that index / GPU instance: the GPUs or the MIG layout changed.
   for (const auto& t : ts) {
     if (t.uuid.empty()) continue;
-    const bool known = t.gpu_instance_id ? mig_by_uuid_.contains(t.uuid)
-                                         : (gpus_.contains(t.gpu_index) && gpus_[t.gpu_index].uuid == t.uuid);
+    const auto g = gpus_.find(t.gpu_index);
+    const bool known = t.gpu_instance_id ? mig_by_uuid_.contains(t.uuid) : (g != gpus_.end() && g->second.uuid == t.uuid);
     if (!known) {
       refresh_inventory();
-      break;
+      return;
     }
   }
+}
 
+Frame Sampler::begin_frame(std::vector<kubelet::ContainerDevice>* devices) {
   Frame f;
   f.hostname = opt_.hostname;
   f.driver_version = driver_version_;
-  std::vector<kubelet::ContainerDevice> devices;
-  {
-    std::lock_guard lock(mu_);
-    const bool fresh = pod_resources_up_ || std::chrono::steady_clock::now() - down_since_ < opt_.pod_resources_grace;
-    if (fresh) devices = devices_;
-    for (const auto& [key, n] : xid_counts_) {
-      if (auto it = gpu_by_uuid_.find(key.first); it != gpu_by_uuid_.end()) f.xid_counts[{it->second, key.second}] = n;
-    }
-    f.stats.pod_resources_up = pod_resources_up_;
-    f.stats.pod_resources_errors = pod_resources_errors_;
+  std::lock_guard lock(mu_);
+  const bool fresh = pod_resources_up_ || clock_.steady_now() - down_since_ < opt_.pod_resources_grace;
+  if (fresh) *devices = devices_;
+  for (const auto& [key, n] : xid_counts_) {
+    if (auto it = gpu_by_uuid_.find(key.first); it != gpu_by_uuid_.end()) f.xid_counts[{it->second, key.second}] = n;
   }
+  f.stats.pod_resources_up = pod_resources_up_;
+  f.stats.pod_resources_errors = pod_resources_errors_;
+  return f;
+}
 
-  // Who holds what: exclusive owners per GPU / MIG instance, and GPUs shared between containers.
-  std::map<unsigned, std::set<PodRef>> gpu_holders;
-  std::map<unsigned, bool> gpu_replicated;
-  std::map<std::pair<unsigned, unsigned>, std::set<PodRef>> mig_holders;
+Sampler::Holders Sampler::find_holders(const std::vector<kubelet::ContainerDevice>& devices, Frame& f) {
   // The kubelet names a device we do not know: look again (at most every 30 s).
   for (const auto& d : devices) {
     bool replica = false;
     const std::string base = strip_replica(d.device_id, &replica);
     if (is_gpu_resource(d.resource) && !gpu_by_uuid_.contains(base) && !mig_by_uuid_.contains(base) &&
-        std::chrono::steady_clock::now() - last_unknown_refresh_ > std::chrono::seconds(30)) {
-      last_unknown_refresh_ = std::chrono::steady_clock::now();
+        clock_.steady_now() - last_unknown_refresh_ > std::chrono::seconds(30)) {
+      last_unknown_refresh_ = clock_.steady_now();
       refresh_inventory();
       break;
     }
   }
+  Holders h;
   for (const auto& d : devices) {
     if (!is_gpu_resource(d.resource)) continue;
     bool replica = false;
     const std::string base = strip_replica(d.device_id, &replica);
     PodRef pod{d.ns, d.pod, d.container};
     if (auto it = gpu_by_uuid_.find(base); it != gpu_by_uuid_.end()) {
-      gpu_holders[it->second].insert(pod);
-      gpu_replicated[it->second] = gpu_replicated[it->second] || replica;
+      h.gpu[it->second].insert(pod);
+      h.gpu_replicated[it->second] = h.gpu_replicated[it->second] || replica;
       f.allocations.push_back({pod, gpus_[it->second], d.resource, d.device_id});
     } else if (auto mt = mig_by_uuid_.find(base); mt != mig_by_uuid_.end()) {
-      mig_holders[mt->second].insert(pod);
+      h.mig[mt->second].insert(pod);
       f.allocations.push_back({pod, migs_[mt->second], d.resource, d.device_id});
     }
   }
+  return h;
+}
+
+void Sampler::add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders, Clock::SteadyTime now, Frame& f) {
   auto exclusive = [](const std::set<PodRef>& s) -> std::optional<PodRef> {
     if (s.size() == 1) return *s.begin();
     return std::nullopt;
   };
-
-  const auto now = std::chrono::steady_clock::now();
   for (auto& t : ts) {
     for (const auto& e : t.errors) ++nvml_errors_[e.call];
     DeviceSample ds;
@@ -142,7 +160,7 @@ void Sampler::sample_now() {
       auto it = migs_.find({t.gpu_index, *t.gpu_instance_id});
       if (it == migs_.end()) continue;
       ds.id = it->second;
-      if (auto h = mig_holders.find({t.gpu_index, *t.gpu_instance_id}); h != mig_holders.end()) {
+      if (auto h = holders.mig.find({t.gpu_index, *t.gpu_instance_id}); h != holders.mig.end()) {
         ds.owner = exclusive(h->second);
       }
     } else {
@@ -151,7 +169,9 @@ void Sampler::sample_now() {
       ds.id = it->second;
       f.gpu_identity[t.gpu_index] = it->second;
       f.gpu_up[t.gpu_index] = gpu::answers(t);
-      if (auto h = gpu_holders.find(t.gpu_index); h != gpu_holders.end() && !gpu_replicated[t.gpu_index]) {
+      const auto r = holders.gpu_replicated.find(t.gpu_index);
+      const bool replicated = r != holders.gpu_replicated.end() && r->second;
+      if (auto h = holders.gpu.find(t.gpu_index); h != holders.gpu.end() && !replicated) {
         ds.owner = exclusive(h->second);
       }
       {
@@ -177,10 +197,13 @@ void Sampler::sample_now() {
       f.gpu_up[index] = false;
     }
   }
+}
 
-  // Shared GPUs: per-container numbers from NVML's per-process data.
-  for (const auto& [gpu, holders] : gpu_holders) {
-    if (holders.size() < 2 && !gpu_replicated[gpu]) continue;
+void Sampler::add_shared_usage(const Holders& holders, Clock::SteadyTime now, Frame& f) {
+  for (const auto& [gpu, sharers] : holders.gpu) {
+    const auto r = holders.gpu_replicated.find(gpu);
+    const bool replicated = r != holders.gpu_replicated.end() && r->second;
+    if (sharers.size() < 2 && !replicated) continue;
     auto procs = node_.processes(gpu);
     if (!procs) {
       if (procs.error().code != ErrorCode::kNotSupported) ++nvml_errors_["nvmlDeviceGetComputeRunningProcesses_v3"];
@@ -220,12 +243,14 @@ void Sampler::sample_now() {
     for (auto& [pod, u] : usage) f.containers.push_back(std::move(u));
   }
   std::erase_if(proc_util_, [&](const auto& kv) { return now - kv.second.at > std::chrono::minutes(5); });
+}
 
+void Sampler::publish(Frame f, const std::vector<gpu::CallError>& node_errors, Clock::SteadyTime started) {
   ++samples_;
-  const auto t1 = std::chrono::steady_clock::now();
+  const auto finished = clock_.steady_now();
   f.stats.samples = samples_;
-  f.stats.last_sample_seconds = std::chrono::duration<double>(t1 - t0).count();
-  f.stats.last_sample_unix = unix_now();
+  f.stats.last_sample_seconds = std::chrono::duration<double>(finished - started).count();
+  f.stats.last_sample_unix = clock_.unix_now();
   f.stats.nvml_errors = nvml_errors_;
   auto page = std::make_shared<const std::string>(render(opt_.counters, f));
   std::vector<std::string> problems;
@@ -240,7 +265,7 @@ void Sampler::sample_now() {
   }
   std::lock_guard lock(mu_);
   page_ = std::move(page);
-  last_sample_ = t1;
+  last_sample_ = finished;
   problems_ = std::move(problems);
 }
 
@@ -258,8 +283,8 @@ void Sampler::poll_pod_resources_now() {
     pod_resources_up_ = true;
   } else {
     if (pod_resources_up_) {
-      std::fprintf(stderr, "kgpu agent: %s\n", list.error().message.c_str());
-      down_since_ = std::chrono::steady_clock::now();
+      log::warn(list.error().message, {log::kv("socket", opt_.pod_resources_socket)});
+      down_since_ = clock_.steady_now();
     }
     pod_resources_up_ = false;
     ++pod_resources_errors_;
@@ -274,13 +299,13 @@ std::shared_ptr<const std::string> Sampler::page() const {
 bool Sampler::healthy() const {
   std::lock_guard lock(mu_);
   return page_ != nullptr &&
-         std::chrono::steady_clock::now() - last_sample_ < 3 * opt_.interval + std::chrono::seconds(1);
+         clock_.steady_now() - last_sample_ < 3 * opt_.interval + std::chrono::seconds(1);
 }
 
 void Sampler::sample_loop() {
   std::unique_lock lock(stop_mu_);
   while (!stopping_) {
-    if (stop_cv_.wait_for(lock, opt_.interval, [&] { return stopping_; })) break;
+    if (clock_.wait_for(stop_cv_, lock, opt_.interval, [&] { return stopping_; })) break;
     lock.unlock();
     sample_now();
     lock.lock();
@@ -293,7 +318,7 @@ void Sampler::poll_loop() {
     lock.unlock();
     poll_pod_resources_now();
     lock.lock();
-    stop_cv_.wait_for(lock, opt_.pod_resources_interval, [&] { return stopping_; });
+    clock_.wait_for(stop_cv_, lock, opt_.pod_resources_interval, [&] { return stopping_; });
   }
 }
 
@@ -301,9 +326,9 @@ void Sampler::start() {
   auto watcher = gpu::EventWatcher::start(node_, [this](const gpu::Event& e) { on_event(e); });
   if (watcher) {
     events_ = std::move(*watcher);
-    for (const auto& e : events_->registration_errors()) std::fprintf(stderr, "kgpu agent: warning: %s\n", e.c_str());
+    for (const auto& e : events_->registration_errors()) log::warn(e);
   } else {
-    std::fprintf(stderr, "kgpu agent: warning: no XID events: %s\n", watcher.error().message.c_str());
+    log::warn("no XID events: " + watcher.error().message);
   }
   if (!opt_.pod_resources_socket.empty()) poll_pod_resources_now();
   sample_now();

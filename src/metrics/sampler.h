@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "gpu/node.h"
 #include "kubelet/pod_resources.h"
 #include "metrics/attribution.h"
@@ -41,6 +42,8 @@ struct SamplerOptions {
   std::string proc_root = "/proc";
   std::string container_log_dir = "/var/log/containers";
   std::string pod_log_dir = "/var/log/pods";
+  // Time for intervals, staleness and timestamps (not owned; must outlive the Sampler).
+  Clock* clock = &Clock::real();
 };
 
 class Sampler {
@@ -69,6 +72,22 @@ class Sampler {
   void poll_pod_resources_now();
 
  private:
+  // The steps of one sample (sample_now), in order. Only the sampling thread calls them.
+  struct Holders;
+  // Reads the inventory again when it is due or when NVML reports a device we do not know.
+  void check_inventory(const std::vector<gpu::Telemetry>& ts);
+  // The frame's shared inputs (PodResources allocations, XID counts, PodResources state).
+  Frame begin_frame(std::vector<kubelet::ContainerDevice>* devices);
+  // Who holds which GPU / MIG instance; adds the frame's allocations.
+  Holders find_holders(const std::vector<kubelet::ContainerDevice>& devices, Frame& f);
+  // One DeviceSample per GPU / MIG instance NVML answered for (owner, XID, NVLink bandwidth);
+  // then GPUs we know that NVML no longer reports, as down.
+  void add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders, Clock::SteadyTime now, Frame& f);
+  // Per-container usage of GPUs shared between containers (NVML per-process data).
+  void add_shared_usage(const Holders& holders, Clock::SteadyTime now, Frame& f);
+  // Renders the page and the readiness problems, and makes them current.
+  void publish(Frame f, const std::vector<gpu::CallError>& node_errors, Clock::SteadyTime started);
+
   void refresh_inventory();
   void on_event(const gpu::Event& e);
   bool is_gpu_resource(const std::string& resource) const;
@@ -77,6 +96,7 @@ class Sampler {
 
   gpu::Node& node_;
   SamplerOptions opt_;
+  Clock& clock_;
   kubelet::PodResourcesClient pod_resources_;
   ProcessResolver resolver_;
 
@@ -88,19 +108,19 @@ class Sampler {
   std::map<std::string, std::pair<unsigned, unsigned>> mig_by_uuid_;
   struct NvlinkPrev {
     uint64_t kib;
-    std::chrono::steady_clock::time_point at;
+    Clock::SteadyTime at;
   };
   std::map<unsigned, NvlinkPrev> nvlink_prev_;
   std::map<unsigned, uint64_t> process_util_seen_;  // gpu -> last NVML timestamp
   struct ProcUtil {
     unsigned sm;
-    std::chrono::steady_clock::time_point at;
+    Clock::SteadyTime at;
   };
   std::map<std::pair<unsigned, unsigned>, ProcUtil> proc_util_;  // (gpu, pid)
   std::map<std::string, uint64_t> nvml_errors_;
   uint64_t samples_ = 0;
   int samples_since_inventory_ = 0;
-  std::chrono::steady_clock::time_point last_unknown_refresh_{};
+  Clock::SteadyTime last_unknown_refresh_{};
 
   // Shared with the event and poll threads.
   mutable std::mutex mu_;
@@ -108,11 +128,11 @@ class Sampler {
   std::map<std::string, uint64_t> last_xid_;
   std::map<std::pair<std::string, uint64_t>, uint64_t> xid_counts_;
   std::vector<kubelet::ContainerDevice> devices_;
-  std::chrono::steady_clock::time_point down_since_{};  // when List started failing
+  Clock::SteadyTime down_since_{};  // when List started failing
   bool pod_resources_up_ = false;
   uint64_t pod_resources_errors_ = 0;
   std::shared_ptr<const std::string> page_;
-  std::chrono::steady_clock::time_point last_sample_{};
+  Clock::SteadyTime last_sample_{};
   std::vector<std::string> problems_;
 
   std::unique_ptr<gpu::EventWatcher> events_;

@@ -49,17 +49,7 @@ class AgentProcess {
   }
 
   // Waits for "listening on host:port"; 0 when the agent never listened.
-  int port(std::chrono::milliseconds timeout = 10s) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    const std::regex re("listening on [^:\\s]+:([0-9]+)");
-    while (std::chrono::steady_clock::now() < end) {
-      std::smatch m;
-      const std::string text = log();
-      if (std::regex_search(text, m, re)) return std::stoi(m[1].str());
-      std::this_thread::sleep_for(10ms);
-    }
-    return 0;
-  }
+  int port(std::chrono::milliseconds timeout = 10s) { return agent_port(log_, timeout); }
   std::string log() const { return slurp(log_); }
   ChildProcess& process() { return *process_; }
   FakeNodeFile& node() { return node_; }

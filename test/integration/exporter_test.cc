@@ -156,8 +156,11 @@ TEST_F(ExporterTest, SlowKubeletNeverBlocksAScrape) {
   Sampler s(*node_, o);
   s.sample_now();
   peer_.set_delay(std::chrono::milliseconds(1500));
+  const int calls = peer_.list_calls();
   std::thread poll([&] { s.poll_pod_resources_now(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The poll is inside its List call once the peer has counted it (it counts, then delays).
+  for (int i = 0; i < 1000 && peer_.list_calls() == calls; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GT(peer_.list_calls(), calls);  // (not ASSERT: the poll thread must be joined)
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 100; ++i) ASSERT_NE(s.page(), nullptr);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));

@@ -17,14 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "agent/labels.h"
+#include "labels/labels.h"
 #include "test_env.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using kgpu::agent::LabelOptions;
-using kgpu::agent::LabelSharing;
+using kgpu::labels::LabelOptions;
+using kgpu::labels::LabelSharing;
 
 constexpr uint32_t k3dController = 0x030200;  // PCI class of datacenter GPUs: gpu.mode=compute
 
@@ -160,7 +160,7 @@ TEST_P(LabelsPresetGoldenTest, MatchesExpectedFile) {
 
   std::vector<std::string> warnings;
   const std::string actual =
-      kgpu::agent::render_features_file(kgpu::agent::gfd_labels(*inv, c.sharing, opt, &warnings));
+      kgpu::labels::render_features_file(kgpu::labels::gfd_labels(*inv, c.sharing, opt, &warnings));
   if (actual != expected) {
     std::string warned;
     for (const auto& w : warnings) warned += "  " + w + "\n";

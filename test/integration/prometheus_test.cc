@@ -38,16 +38,17 @@ class PrometheusTest : public ::testing::Test {
     peer_.set_pods(pods(mig_uuid_));
     peer_.start();
 
-    agent_port_ = free_port();
     const std::string d = dir_.path().string();
     agent_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{KGPU_BINARY, "agent", "-a", "127.0.0.1:" + std::to_string(agent_port_), "-c", "300",
+        std::vector<std::string>{KGPU_BINARY, "agent", "-a", "127.0.0.1:0", "-c", "300",
                                  "--nvml-library", fake_library(), "--pod-resources-socket", peer_.socket_path(),
                                  "--pod-resources-interval", "300", "--proc-root", d + "/proc", "--container-log-dir",
                                  d + "/containers", "--pod-log-dir", d + "/pods"},
         std::vector<std::string>{"KGPU_FAKE_NVML_CONFIG=" + node_path_, "NODE_NAME=gpu-node-7"}, d + "/agent.log");
-
-    prom_port_ = free_port();
+    // Both servers bind port 0: the agent logs the port it got; Prometheus does not, so its port
+    // is read from the kernel's table of the process's listening sockets.
+    agent_port_ = agent_port(d + "/agent.log");
+    ASSERT_NE(agent_port_, 0) << log("agent.log");
     // Target labels as Kubernetes service discovery attaches them: the workload's namespace/pod
     // labels then arrive as exported_namespace/exported_pod, which the guide's queries use.
     const auto config =
@@ -64,8 +65,10 @@ class PrometheusTest : public ::testing::Test {
                        "        labels: {namespace: kgpu-system, pod: kgpu-agent-x7k2p, container: agent}\n");
     prometheus_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{"/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + d + "/tsdb",
-                                 "--web.listen-address=127.0.0.1:" + std::to_string(prom_port_), "--log.level=warn"},
+                                 "--web.listen-address=127.0.0.1:0", "--log.level=warn"},
         std::vector<std::string>{}, d + "/prometheus.log");
+    prom_port_ = wait_for_listening_port(prometheus_->pid());
+    ASSERT_NE(prom_port_, 0) << log("prometheus.log");
   }
 
   void TearDown() override { unsetenv("KGPU_FAKE_NVML_CONFIG"); }
@@ -214,10 +217,11 @@ TEST(AgentCli, CountersFileSelectsMetricsAndBadOnesAreRejected) {
   const auto counters = dir.write("counters.csv",
                                   "# mine\nDCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
                                   "DCGM_FI_PROF_SM_ACTIVE, gauge, not from NVML\n");
-  const int port = free_port();
-  ChildProcess agent({KGPU_BINARY, "agent", "-a", "127.0.0.1:" + std::to_string(port), "-f", counters, "--nvml-library",
-                      fake_library(), "--pod-resources-socket", (dir.path() / "none.sock").string()},
+  ChildProcess agent({KGPU_BINARY, "agent", "-a", "127.0.0.1:0", "-f", counters, "--nvml-library", fake_library(),
+                      "--pod-resources-socket", (dir.path() / "none.sock").string()},
                      {"KGPU_FAKE_NVML_CONFIG=" + node}, (dir.path() / "agent.log").string());
+  const int port = agent_port((dir.path() / "agent.log").string());
+  ASSERT_NE(port, 0);
   httplib::Client c("127.0.0.1", port);
   auto m = c.Get("/metrics");
   for (int i = 0; i < 100 && !m; ++i) {

@@ -1,12 +1,9 @@
 #include "test_env.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <set>
 #include <thread>
 
@@ -112,17 +111,58 @@ std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
 
 bool ChildProcess::running() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+int agent_port(const std::string& log_path, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  const std::regex re("listening on [^:\\s]+:([0-9]+)");
+  while (true) {
+    std::ifstream in(log_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string s = text.str();
+    std::smatch m;
+    if (std::regex_search(s, m, re)) return std::stoi(m[1].str());
+    if (std::chrono::steady_clock::now() >= end) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::vector<int> listening_ports(int pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(proc + "/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    const auto target = std::filesystem::read_symlink(it->path(), ec);
+    if (ec) {
+      ec.clear();
+      continue;
+    }
+    const std::string t = target.string();
+    if (t.starts_with("socket:[") && t.ends_with("]")) inodes.insert(t.substr(8, t.size() - 9));
+  }
+  std::set<int> ports;
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream in(proc + table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream row(line);
+      std::string sl, local, remote, state, queues, timer, retransmit, uid, timeout, inode;
+      row >> sl >> local >> remote >> state >> queues >> timer >> retransmit >> uid >> timeout >> inode;
+      if (state != "0A" || !inodes.contains(inode)) continue;  // 0A: LISTEN
+      const auto colon = local.rfind(':');
+      if (colon != std::string::npos) ports.insert(std::stoi(local.substr(colon + 1), nullptr, 16));
+    }
+  }
+  return {ports.begin(), ports.end()};
+}
+
+int wait_for_listening_port(int pid, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (auto ports = listening_ports(pid); !ports.empty()) return ports.front();
+    if (std::chrono::steady_clock::now() >= end) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 TempDir::TempDir() {

@@ -49,8 +49,16 @@ class ChildProcess {
   int pid_ = -1;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int free_port();
+// Servers under test bind port 0 and the test reads back the port they got (no free-port guess
+// that another process could take between the check and the bind).
+//
+// The port a `kgpu agent` logged in its "listening on <host>:<port>" line in `log_path`; waits up
+// to `timeout` for the line; 0 when it never came.
+int agent_port(const std::string& log_path, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+// TCP ports process `pid` listens on (from /proc/<pid>/fd and /proc/<pid>/net/tcp{,6}).
+std::vector<int> listening_ports(int pid);
+// Waits up to `timeout` for process `pid` to listen on a TCP port; the lowest one, or 0.
+int wait_for_listening_port(int pid, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 // A temporary directory removed on destruction.
 class TempDir {

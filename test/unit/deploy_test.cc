@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <set>
 
-#include "agent/device_plugins.h"
+#include "agent/plugin_manager.h"
 #include "kubelet/device_plugin.h"
 #include "sharing/config.h"
 

@@ -1,4 +1,4 @@
-#include "agent/labels.h"
+#include "labels/labels.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace kgpu::agent {
+namespace kgpu::labels {
 namespace {
 
 namespace fs = std::filesystem;
@@ -788,4 +788,4 @@ TEST_F(ReadSysfs, PciClass) {
 }
 
 }  // namespace
-}  // namespace kgpu::agent
+}  // namespace kgpu::labels

@@ -2,6 +2,7 @@
 
 #include "metrics/attribution.h"
 #include "metrics/counters.h"
+#include "metrics/exposition.h"
 #include "metrics/frame.h"
 
 namespace kgpu::metrics {
@@ -149,7 +150,32 @@ TEST(Render, HelpTextIsEscaped) {
   EXPECT_NE(render(set->counters, f).find("# HELP DCGM_FI_DEV_GPU_TEMP back\\\\slash\n"), std::string::npos);
 }
 
-TEST(Render, EscapesLabelValues) { EXPECT_EQ(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd"); }
+TEST(Exposition, EscapesLabelValuesBackslashQuoteAndNewline) {
+  EXPECT_EQ(exposition::escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+TEST(Exposition, HelpEscapesBackslashAndNewlineButNotQuotes) {
+  EXPECT_EQ(exposition::escape_help("say \"hi\"\\now\nplease"), "say \"hi\"\\\\now\\nplease");
+}
+
+TEST(Exposition, FamilyHeaderAndSamples) {
+  std::string out;
+  exposition::family(out, "kgpu_x_total", "counter", "Things.\nMore");
+  exposition::sample(out, "kgpu_x_total", {{"resource", "nvidia.com/gpu"}, {"health", "a\"b"}}, 3);
+  exposition::sample(out, "kgpu_y", 0);
+  EXPECT_EQ(out,
+            "# HELP kgpu_x_total Things.\\nMore\n"
+            "# TYPE kgpu_x_total counter\n"
+            "kgpu_x_total{resource=\"nvidia.com/gpu\",health=\"a\\\"b\"} 3\n"
+            "kgpu_y 0\n");
+}
+
+TEST(Exposition, LabelAddsACommaAfterAnotherLabel) {
+  std::string out = "m{";
+  exposition::label(out, "a", "1");
+  exposition::label(out, "b", "2");
+  EXPECT_EQ(out, "m{a=\"1\",b=\"2\"");
+}
 
 TEST(Cgroup, SystemdContainerd) {
   auto r = parse_cgroup(

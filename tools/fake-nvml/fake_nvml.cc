@@ -26,6 +26,8 @@
 
 #include "gpu/nvml/abi.h"
 #include "common/files.h"
+#include "common/clock.h"
+#include "common/log.h"
 #include "state.h"
 
 using namespace kgpu::nvml;
@@ -74,7 +76,9 @@ class Fake {
   std::set<unsigned> lost_seen;
   size_t xids_seen = 0;
   std::set<EventSetImpl*> sets;  // owned: freed by nvmlEventSetFree, or here at unload
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  // The simulated GPUs run on real time (telemetry curves, energy, event waits), like a driver.
+  kgpu::Clock& clock = kgpu::Clock::real();
+  kgpu::Clock::SteadyTime t0 = clock.steady_now();
 
   ~Fake() {
     for (auto* s : sets) delete s;
@@ -96,7 +100,14 @@ class Fake {
     xids_seen = 0;
   }
 
-  double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  double now() const { return std::chrono::duration<double>(clock.steady_now() - t0).count(); }
+
+  // A node description that cannot be used, on the process's log (the fake's own copy of
+  // common/log, configured from KGPU_LOG_LEVEL / KGPU_LOG_FORMAT like the agent's).
+  void diagnose(const std::string& message) const {
+    kgpu::log::configure_from_environment();
+    kgpu::log::error(loaded ? message + " (keeping the previous node)" : message, {kgpu::log::kv("file", path)});
+  }
 
   // Loads (first time) or reloads (file changed) the node. Returns false if never loaded.
   bool refresh() {
@@ -123,13 +134,13 @@ class Fake {
     auto text = kgpu::read_file_limited(path, kgpu::fake::kMaxNodeFileBytes);
     if (!text) {
       last_error = "fake NVML: node description: " + text.error().message;
-      std::fprintf(stderr, "%s%s\n", last_error.c_str(), loaded ? " (keeping the previous node)" : "");
+      diagnose(last_error);
       return loaded;
     }
     auto parsed = kgpu::fake::parse_node(*text, path);
     if (!parsed) {
       last_error = "fake NVML: " + parsed.error().message;
-      std::fprintf(stderr, "%s%s\n", last_error.c_str(), loaded ? " (keeping the previous node)" : "");
+      diagnose(last_error);
       return loaded;
     }
     apply(std::move(*parsed), !loaded);
@@ -837,17 +848,16 @@ FAKE_API Return nvmlEventSetWait_v2(EventSet set, EventData* data, unsigned int 
   Fake& f = fake();
   auto* s = reinterpret_cast<EventSetImpl*>(set);
   if (s == nullptr || data == nullptr || !f.sets.contains(s)) return kErrorInvalidArgument;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = f.clock.steady_now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
     if (!s->queue.empty()) {
       *data = s->queue.front();
       s->queue.pop_front();
       return kSuccess;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return kErrorTimeout;
+    if (f.clock.steady_now() >= deadline) return kErrorTimeout;
     // Wake at least every 20 ms to notice a rewritten node description.
-    f.events_cv.wait_until(c.lock,
-                           std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(20)));
+    f.events_cv.wait_until(c.lock, std::min(deadline, f.clock.steady_now() + std::chrono::milliseconds(20)));
     f.refresh();
   }
 }

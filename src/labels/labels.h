@@ -17,7 +17,7 @@
 #include "common/error.h"
 #include "gpu/types.h"
 
-namespace kgpu::agent {
+namespace kgpu::labels {
 
 // How the whole-GPU resource (`nvidia.com/gpu`) is shared; computed by the caller from its plan.
 // With migStrategy single this describes the MIG devices, which are then `nvidia.com/gpu`.
@@ -94,4 +94,4 @@ struct MigEngines {
 // those tables, or the device is a compute instance smaller than its GPU instance.
 std::optional<MigEngines> mig_engines(std::string_view gpu_name, const gpu::MigDevice& device);
 
-}  // namespace kgpu::agent
+}  // namespace kgpu::labels

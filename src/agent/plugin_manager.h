@@ -13,6 +13,11 @@
 //
 // It also writes the CDI spec for our devices and the GPU Feature Discovery labels.
 //
+// The work is split by job: plugin_manager.cc (life cycle, config, kubelet sockets and
+// registration, status and metrics), plugin_health.cc (XID events, probes, the recovery rule,
+// GPU layout changes) and node_files.cc (what the manager writes on the node: CDI spec, labels,
+// and the host facts it reads for them).
+//
 // Thread safety: start()/stop() from one thread; metrics_text() and status() from any thread.
 // Internally: one control thread, the NVML event thread, and gRPC's threads (Allocate and
 // GetPreferredAllocation read the current plan under the manager's lock).
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "agent/mps.h"
+#include "common/clock.h"
 #include "gpu/node.h"
 #include "kubelet/device_plugin.h"
 #include "sharing/allocate.h"
@@ -63,6 +69,9 @@ struct DevicePluginOptions {
   std::chrono::milliseconds register_timeout{5000};
 
   MpsControl* mps = nullptr;  // not owned; null = run nvidia-cuda-mps-control (RealMpsControl)
+  // Time for every interval above, the recovery rule and the labels' timestamp (not owned; must
+  // outlive the manager). Tests pass a FakeClock.
+  Clock* clock = &Clock::real();
 };
 
 // XIDs NVIDIA's plugin ignores by default (application errors, not hardware faults).
@@ -95,6 +104,7 @@ class DevicePluginManager {
   };
   struct Status {
     uint64_t config_generation = 0;  // bumped on every applied config
+    uint64_t health_checks = 0;      // completed health probe rounds (check_health)
     std::string last_reload_error;   // "" after a successful reload
     std::vector<ResourceStatus> resources;
   };
@@ -106,7 +116,7 @@ class DevicePluginManager {
     bool needs_reset = false;  // marked by an XID of reset_required_xids()
     bool was_lost = false;     // the probe saw the GPU gone since it was marked
     std::string reason;
-    std::chrono::steady_clock::time_point last_bad{};
+    Clock::SteadyTime last_bad{};
   };
 
   Result<void> load_and_apply(bool initial);
@@ -118,7 +128,7 @@ class DevicePluginManager {
   void write_labels();
   void write_cdi_spec();
   void on_event(const gpu::Event& e);
-  void push_devices();  // mu_ held by caller? no: takes mu_
+  void push_devices();  // takes mu_
   std::vector<kubelet::DeviceState> device_states(const sharing::PlannedResource& r) const;  // mu_ held
   void mark_bad(const std::string& uuid, const std::string& reason, bool needs_reset = false);  // mu_ held
   bool facts_nodes_differ(const sharing::HostFacts& facts) const;                                // mu_ held
@@ -128,6 +138,7 @@ class DevicePluginManager {
 
   gpu::Node& node_;
   DevicePluginOptions opt_;
+  Clock& clock_;
   std::unique_ptr<MpsControl> own_mps_;
   MpsControl* mps_ = nullptr;
   std::set<uint64_t> ignored_xids_;
@@ -145,7 +156,7 @@ class DevicePluginManager {
   std::string last_reload_error_;
   std::optional<std::string> last_rejected_text_;  // the config text last rejected (not retried)
   uint64_t reloads_ok_ = 0, reloads_failed_ = 0, registrations_ = 0, allocations_ = 0, allocation_errors_ = 0;
-  uint64_t unhealthy_transitions_ = 0, recoveries_ = 0;
+  uint64_t unhealthy_transitions_ = 0, recoveries_ = 0, health_checks_ = 0;
   std::atomic<uint64_t> unique_{0};
 
   // Control-thread state.
@@ -160,7 +171,7 @@ class DevicePluginManager {
   std::string config_text_;          // the text of the config in use
   std::string config_text_attempt_;  // the text last read (for failOnInitError at start)
   std::map<std::string, std::string> serve_error_;  // resource -> why serving failed ("" = serving)
-  std::chrono::steady_clock::time_point next_config_check_{}, next_full_config_read_{}, next_health_{}, next_labels_{}, next_register_{};
+  Clock::SteadyTime next_config_check_{}, next_full_config_read_{}, next_health_{}, next_labels_{}, next_register_{};
   bool labels_dir_missing_logged_ = false;
 
   std::unique_ptr<gpu::EventWatcher> events_;

@@ -1,4 +1,4 @@
-#include "agent/labels.h"
+#include "labels/labels.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,7 +21,7 @@
 #include "common/strings.h"
 #include "gpu/mig.h"
 
-namespace kgpu::agent {
+namespace kgpu::labels {
 namespace {
 
 constexpr size_t kMaxLabelValue = 63;
@@ -703,4 +703,4 @@ std::optional<uint32_t> read_pci_class(const std::string& bus_id, const std::str
   return value;
 }
 
-}  // namespace kgpu::agent
+}  // namespace kgpu::labels

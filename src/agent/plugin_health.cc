@@ -1,0 +1,228 @@
+// DevicePluginManager: device health. XID and GPU-lost events (event thread), the periodic
+// probe with the recovery rule and GPU layout changes (control thread). Rules: docs/device-plugin.md.
+#include "agent/plugin_manager.h"
+
+#include <fmt/format.h>
+
+#include "agent/plugin_manager_internal.h"
+#include "common/log.h"
+
+namespace kgpu::agent {
+
+namespace detail {
+
+// Whether two inventories have the same devices to advertise (GPUs, MIG modes and MIG devices).
+bool same_layout(const gpu::Inventory& a, const gpu::Inventory& b) {
+  if (a.gpus.size() != b.gpus.size()) return false;
+  for (size_t i = 0; i < a.gpus.size(); ++i) {
+    const auto &x = a.gpus[i], &y = b.gpus[i];
+    if (x.lost || y.lost || x.uuid.empty() || y.uuid.empty()) continue;  // judged by health, not layout
+    if (x.uuid != y.uuid || x.mig_enabled != y.mig_enabled || x.mig_devices.size() != y.mig_devices.size()) {
+      return false;
+    }
+    for (size_t k = 0; k < x.mig_devices.size(); ++k) {
+      if (x.mig_devices[k].uuid != y.mig_devices[k].uuid) return false;
+    }
+  }
+  return true;
+}
+
+// A lost GPU reads without UUID or MIG devices: keep what we knew, so its devices stay advertised
+// (as Unhealthy) instead of vanishing from the kubelet's capacity.
+gpu::Inventory merge_lost(gpu::Inventory fresh, const gpu::Inventory& known) {
+  for (auto& g : fresh.gpus) {
+    if (!g.lost && !g.uuid.empty()) continue;
+    for (const auto& k : known.gpus) {
+      if (k.index == g.index && !k.uuid.empty()) {
+        const bool lost = g.lost;
+        const auto error = g.error;
+        g = k;
+        g.lost = lost;
+        g.error = error;
+      }
+    }
+  }
+  return fresh;
+}
+
+}  // namespace detail
+
+const std::set<uint64_t>& reset_required_xids() {
+  static const std::set<uint64_t> kReset{48, 62, 64, 74, 79, 92, 95, 119, 120, 140};
+  return kReset;
+}
+
+const std::set<uint64_t>& default_ignored_xids() {
+  static const std::set<uint64_t> kIgnored{13, 31, 43, 45, 68, 109};
+  return kIgnored;
+}
+
+void DevicePluginManager::start_event_watcher() {
+  if (events_) events_->stop();
+  events_.reset();
+  if (!xid_health_) return;
+  auto w = gpu::EventWatcher::start(node_, [this](const gpu::Event& e) { on_event(e); });
+  if (w) {
+    events_ = std::move(*w);
+    for (const auto& e : events_->registration_errors()) log::warn("health: " + e);
+    log::info("health: watching XID events");
+  } else {
+    log::warn(fmt::format("health: no XID events ({}); devices are checked by polling only", w.error().message));
+  }
+}
+
+void DevicePluginManager::mark_bad(const std::string& uuid, const std::string& reason, bool needs_reset) {
+  auto& h = health_[uuid];
+  if (needs_reset) h.needs_reset = true;
+  if (h.healthy) {
+    ++unhealthy_transitions_;
+    log::warn("device marked Unhealthy: " + reason, {log::kv("device", uuid)});
+  }
+  h.healthy = false;
+  h.reason = reason;
+  h.last_bad = clock_.steady_now();
+}
+
+void DevicePluginManager::on_event(const gpu::Event& e) {
+  {
+    std::lock_guard lock(mu_);
+    const gpu::GpuInfo* gpu = nullptr;
+    for (const auto& g : inventory_.gpus) {
+      if ((!e.uuid.empty() && g.uuid == e.uuid) || (e.uuid.empty() && e.gpu_index && g.index == *e.gpu_index)) gpu = &g;
+    }
+    switch (e.kind) {
+      case gpu::EventKind::kXid: {
+        if (ignored_xids_.contains(e.xid)) return;
+        const std::string reason = fmt::format("XID {}", e.xid);
+        const bool reset = reset_required_xids().contains(e.xid);
+        if (gpu == nullptr) {
+          for (const auto& g : inventory_.gpus) mark_bad(g.uuid, reason + " (GPU unknown)");
+          break;
+        }
+        bool marked = false;
+        if (e.gpu_instance_id) {
+          for (const auto& m : gpu->mig_devices) {
+            if (m.gpu_instance_id == *e.gpu_instance_id &&
+                (!e.compute_instance_id || m.compute_instance_id == *e.compute_instance_id)) {
+              mark_bad(m.uuid, reason, reset);
+              marked = true;
+            }
+          }
+        }
+        if (!marked) mark_bad(gpu->uuid, reason, reset);
+        break;
+      }
+      case gpu::EventKind::kGpuLost:
+        if (gpu != nullptr) {
+          mark_bad(gpu->uuid, "GPU lost");
+        } else {
+          for (const auto& g : inventory_.gpus) mark_bad(g.uuid, e.message);
+        }
+        break;
+      case gpu::EventKind::kError:
+        // NVIDIA's rule: an event wait that fails for another reason than a timeout makes every
+        // device Unhealthy (the health signal itself is gone).
+        for (const auto& g : inventory_.gpus) mark_bad(g.uuid, e.message);
+        break;
+      case gpu::EventKind::kSingleBitEcc:
+      case gpu::EventKind::kDoubleBitEcc:
+        return;  // ECC faults arrive as XIDs (48, 63, 64, 94, 95) when they matter
+    }
+  }
+  {
+    std::lock_guard lock(stop_mu_);
+    dirty_ = true;
+  }
+  stop_cv_.notify_all();  // the control thread pushes the new lists at once
+}
+
+void DevicePluginManager::check_health() {
+  auto fresh = node_.inventory();
+  std::vector<std::pair<unsigned, std::string>> gpus;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& g : inventory_.gpus) gpus.emplace_back(g.index, g.uuid);
+  }
+  std::map<std::string, bool> answering;
+  for (const auto& [index, uuid] : gpus) {
+    const auto p = node_.probe(index);
+    std::lock_guard lock(mu_);
+    if (p.error) {
+      mark_bad(uuid, p.lost ? "GPU lost (fell off the bus)" : *p.error);
+      health_[uuid].was_lost = true;
+    } else if (p.uuid != uuid) {
+      mark_bad(uuid, fmt::format("GPU {} now answers as {}", index, p.uuid));
+    } else if (p.remap_pending.value_or(false)) {
+      mark_bad(uuid, "row remapping pending: the GPU needs a reset");
+    } else {
+      answering[uuid] = true;
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    const auto now = clock_.steady_now();
+    for (auto& [uuid, h] : health_) {
+      if (h.healthy || opt_.health_recovery.count() == 0 || now - h.last_bad < opt_.health_recovery) continue;
+      // An XID whose remedy is a GPU reset keeps the device out until the GPU went away and came
+      // back (a reset or re-enumeration), as seen by the probe.
+      if (h.needs_reset && !h.was_lost) continue;
+      // A MIG device recovers when its parent GPU answers.
+      std::string gpu_uuid = uuid;
+      for (const auto& g : inventory_.gpus) {
+        for (const auto& m : g.mig_devices) {
+          if (m.uuid == uuid) gpu_uuid = g.uuid;
+        }
+      }
+      if (!answering.contains(gpu_uuid)) continue;
+      h.healthy = true;
+      h.needs_reset = h.was_lost = false;
+      ++recoveries_;
+      log::info(fmt::format("device returned to Healthy: no fault for {} s ({} before)",
+                            std::chrono::duration_cast<std::chrono::seconds>(opt_.health_recovery).count(), h.reason),
+                {log::kv("device", uuid)});
+    }
+  }
+  // Host facts change under us: the UVM device nodes appear on first use, a driver upgrade renames
+  // the libraries. Rewrite the CDI spec when they do.
+  {
+    sharing::Config config;
+    {
+      std::lock_guard lock(mu_);
+      config = config_;
+    }
+    sharing::HostFacts facts = host_facts(config);
+    bool differ = false;
+    {
+      std::lock_guard lock(mu_);
+      differ = !(facts == host_) || facts_nodes_differ(facts);
+      if (differ) host_ = std::move(facts);
+    }
+    if (differ) write_cdi_spec();
+  }
+  if (!fresh) return;
+  bool changed = false;
+  {
+    std::lock_guard lock(mu_);
+    changed = !detail::same_layout(*fresh, inventory_);
+  }
+  if (!changed) return;
+  log::info("the GPU layout changed (MIG reconfiguration or GPUs replaced): planning again");
+  sharing::Config config;
+  gpu::Inventory merged;
+  {
+    std::lock_guard lock(mu_);
+    config = config_;
+    merged = detail::merge_lost(std::move(*fresh), inventory_);
+  }
+  auto plan = sharing::make_plan(merged, config);
+  if (!plan) {
+    std::lock_guard lock(mu_);
+    last_reload_error_ = plan.error().message;
+    log::error(fmt::format("the new GPU layout cannot be advertised: {}; keeping the previous plan", plan.error().message));
+    return;
+  }
+  apply_plan(std::move(*plan), std::move(config), std::move(merged));
+  start_event_watcher();  // event registrations do not survive a GPU reset or MIG re-layout
+}
+
+}  // namespace kgpu::agent

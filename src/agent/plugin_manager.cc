@@ -1,0 +1,496 @@
+#include "agent/plugin_manager.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "agent/plugin_manager_internal.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "metrics/exposition.h"
+
+namespace kgpu::agent {
+
+namespace {
+
+// The sharing layer's container edits in the kubelet's Allocate terms.
+std::vector<kubelet::ContainerAllocation> to_kubelet(const std::vector<sharing::ContainerEdits>& edits) {
+  std::vector<kubelet::ContainerAllocation> out;
+  out.reserve(edits.size());
+  for (const auto& e : edits) {
+    kubelet::ContainerAllocation a;
+    a.envs = e.envs;
+    a.annotations = e.annotations;
+    a.cdi_devices = e.cdi_devices;
+    for (const auto& m : e.mounts) a.mounts.push_back({m.container_path, m.host_path, m.read_only});
+    for (const auto& d : e.devices) a.devices.push_back({d.container_path, d.host_path, d.permissions});
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace
+
+DevicePluginManager::FileStamp DevicePluginManager::stamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {static_cast<unsigned long>(st.st_ino),
+          static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec,
+          static_cast<long long>(st.st_size)};
+}
+
+DevicePluginManager::DevicePluginManager(gpu::Node& node, DevicePluginOptions options)
+    : node_(node), opt_(std::move(options)), clock_(opt_.clock != nullptr ? *opt_.clock : Clock::real()) {
+  mps_ = opt_.mps;
+  if (mps_ == nullptr) {
+    own_mps_ = std::make_unique<RealMpsControl>();
+    mps_ = own_mps_.get();
+  }
+  ignored_xids_ = default_ignored_xids();
+  // NVIDIA's reading: case-insensitive; "all" or "xids" anywhere disables XID health; otherwise a
+  // comma-separated list of more XIDs to ignore. DP_ENABLE_HEALTHCHECKS lists XIDs to watch even
+  // though they are ignored by default.
+  std::string dh = trim(opt_.disable_health_checks);
+  std::transform(dh.begin(), dh.end(), dh.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto xids = [](const std::string& list, const char* var) {
+    std::set<uint64_t> out;
+    std::stringstream in(list);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      if (trim(item).empty()) continue;
+      try {
+        out.insert(std::stoull(trim(item)));
+      } catch (const std::exception&) {
+        log::warn(fmt::format("{}: '{}' is not an XID number; ignored", var, item));
+      }
+    }
+    return out;
+  };
+  if (dh.find("all") != std::string::npos || dh.find("xids") != std::string::npos) {
+    xid_health_ = false;
+  } else {
+    for (auto x : xids(dh, "DP_DISABLE_HEALTHCHECKS")) ignored_xids_.insert(x);
+  }
+  for (auto x : xids(opt_.enable_health_checks, "DP_ENABLE_HEALTHCHECKS")) ignored_xids_.erase(x);
+}
+
+DevicePluginManager::~DevicePluginManager() { stop(); }
+
+bool fails_on_init_error(const DevicePluginOptions& options, const std::string& config_text) {
+  if (options.overrides.fail_on_init_error) {
+    const auto& v = *options.overrides.fail_on_init_error;
+    return v != "false" && v != "0";
+  }
+  if (options.config_file.empty()) return true;
+  auto parsed = sharing::parse_config(config_text, options.config_file);
+  return !parsed || parsed->fail_on_init_error;
+}
+
+Result<void> DevicePluginManager::start() {
+  kubelet_stamp_ = stamp(opt_.plugin_dir + "/" + kubelet::kKubeletSocketName);
+  if (auto ok = load_and_apply(true); !ok) {
+    // failOnInitError (flag, variable, else the file's, default true) decides whether a node that
+    // cannot be planned stops the agent or keeps serving metrics while the config is retried.
+    if (fails_on_init_error(opt_, config_text_attempt_)) return ok;
+    log::error(fmt::format("device plugin not started: {}; failOnInitError is false: serving metrics and retrying "
+                           "the config",
+                           ok.error().message));
+    std::lock_guard lock(mu_);
+    last_reload_error_ = ok.error().message;
+    last_rejected_text_ = config_text_attempt_;
+  }
+  {
+    std::lock_guard lock(mu_);
+    using sharing::ListStrategy;
+    if (config_.has_list_strategy(ListStrategy::kCdiCri) || config_.has_list_strategy(ListStrategy::kCdiAnnotations)) {
+      if (auto w = sharing::cdi_runtime_warning(host_.containerd_config)) log::warn(*w);
+    }
+  }
+  if (xid_health_) {
+    start_event_watcher();
+  } else {
+    log::info("health: XID health checks disabled by DP_DISABLE_HEALTHCHECKS",
+              {log::kv("DP_DISABLE_HEALTHCHECKS", opt_.disable_health_checks)});
+  }
+  {
+    std::lock_guard lock(stop_mu_);
+    stopping_ = false;
+  }
+  // The schedule starts now, not when the thread first runs (with a fake clock, time may move
+  // before it does).
+  const auto now0 = clock_.steady_now();
+  next_config_check_ = now0 + opt_.config_poll_interval;
+  next_health_ = now0 + opt_.health_interval;
+  next_register_ = now0 + std::chrono::seconds(1);
+  {
+    std::lock_guard lock(mu_);
+    next_labels_ = now0 + config_.gfd_sleep_interval;
+  }
+  thread_ = std::thread([this] { control_loop(); });
+  return {};
+}
+
+void DevicePluginManager::stop() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (events_) events_->stop();
+  events_.reset();
+  // MPS daemons are left running: their clients outlive the agent (a rolling update).
+  for (auto& [name, server] : servers_) server->stop();
+  servers_.clear();
+}
+
+Result<void> DevicePluginManager::load_and_apply(bool initial) {
+  std::string text;
+  sharing::Config config;
+  config.source = "defaults";
+  if (!opt_.config_file.empty()) {
+    // Stamp first: a change after this point is seen by the next check_config().
+    if (initial) config_stamp_ = stamp(opt_.config_file);
+    struct stat st {};
+    if (::stat(opt_.config_file.c_str(), &st) != 0) {
+      // An optional ConfigMap that is not there (yet): the defaults, until the file appears.
+      if (initial || !config_text_.empty()) {
+        log::info(fmt::format("config file {} does not exist: using the defaults; the file is watched", opt_.config_file));
+      }
+    } else if (!S_ISREG(st.st_mode)) {
+      return fail(ErrorCode::kInvalidArgument, "config file {} is not a regular file (a directory? name the file in it)",
+                  opt_.config_file);
+    } else {
+      auto read = read_file_limited(opt_.config_file, sharing::kMaxConfigBytes);
+      if (!read) return std::unexpected(read.error().wrap("config file"));
+      text = std::move(*read);
+      config_text_attempt_ = text;
+      auto parsed = sharing::parse_config(text, opt_.config_file);
+      if (!parsed) return std::unexpected(parsed.error());
+      config = std::move(*parsed);
+    }
+  }
+  if (auto ok = sharing::finalize(config, opt_.overrides); !ok) return std::unexpected(ok.error());
+  auto inv = node_.inventory();
+  if (!inv) return std::unexpected(inv.error().wrap("reading the GPUs"));
+  gpu::Inventory merged;
+  {
+    std::lock_guard lock(mu_);
+    merged = detail::merge_lost(std::move(*inv), inventory_);
+  }
+  auto plan = sharing::make_plan(merged, config);
+  if (!plan) return std::unexpected(plan.error());
+  for (const auto& w : config.warnings) log::warn("config: " + w, {log::kv("config", config.source)});
+  for (const auto& w : plan->warnings) log::warn("plan: " + w);
+  config_text_ = text;
+  if (!initial) {
+    log::info("config applied", {log::kv("config", config.source)});
+    std::lock_guard lock(mu_);
+    ++reloads_ok_;
+    last_rejected_text_.reset();
+  }
+  apply_plan(std::move(*plan), std::move(config), std::move(merged));
+  return {};
+}
+
+std::vector<kubelet::DeviceState> DevicePluginManager::device_states(const sharing::PlannedResource& r) const {
+  std::vector<kubelet::DeviceState> out;
+  auto ok = [&](const std::string& uuid) {
+    auto it = health_.find(uuid);
+    return it == health_.end() || it->second.healthy;
+  };
+  for (const auto& d : r.devices) out.push_back({d.id, ok(d.uuid) && ok(d.gpu_uuid), d.numa_node});
+  return out;
+}
+
+void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config, gpu::Inventory inventory) {
+  sharing::HostFacts facts = host_facts(config);
+  sharing::Plan old;
+  std::map<std::string, std::vector<kubelet::DeviceState>> states;
+  {
+    std::lock_guard lock(mu_);
+    old = std::move(plan_);
+    plan_ = std::move(plan);
+    config_ = std::move(config);
+    inventory_ = std::move(inventory);
+    host_ = std::move(facts);
+    ++generation_;
+    last_reload_error_.clear();
+    for (const auto& r : plan_.resources) states[r.name] = device_states(r);
+  }
+  // The CDI spec first: the kubelet may allocate (and the runtime resolve CDI names) as soon as a
+  // resource is registered.
+  write_cdi_spec();
+  // Resources that are gone.
+  for (const auto& r : old.resources) {
+    if (plan_.find(r.name) != nullptr) continue;
+    if (auto it = servers_.find(r.name); it != servers_.end()) {
+      it->second->stop();
+      servers_.erase(it);
+      log::info("no longer advertised", {log::kv("resource", r.name)});
+    }
+    if (r.sharing == sharing::SharingKind::kMps) mps_->remove(config_.mps_root, r.name);
+    std::lock_guard lock(mu_);
+    registered_.erase(r.name);
+  }
+  for (const auto& r : plan_.resources) {
+    const sharing::PlannedResource* before = old.find(r.name);
+    auto it = servers_.find(r.name);
+    if (r.sharing == sharing::SharingKind::kMps) {
+      if (auto ok = mps_->apply(config_.mps_root, r); !ok) log::error("MPS: " + ok.error().message, {log::kv("resource", r.name)});
+    } else if (before != nullptr && before->sharing == sharing::SharingKind::kMps) {
+      mps_->remove(config_.mps_root, r.name);
+    }
+    if (it != servers_.end()) {
+      // The kubelet takes any new device list through the open ListAndWatch stream; restarting the
+      // server would make it mark the resource unhealthy until we register again.
+      if (before != nullptr && !sharing::same_advertisement(*before, r)) {
+        log::info(fmt::format("now {} devices (was {})", r.devices.size(), before->devices.size()),
+                  {log::kv("resource", r.name)});
+      }
+      it->second->set_devices(states[r.name]);
+      continue;
+    }
+    const std::string name = r.name;
+    kubelet::PluginCallbacks cb;
+    cb.allocate = [this, name](const std::vector<std::vector<std::string>>& requests) {
+      std::lock_guard lock(mu_);
+      const auto* res = plan_.find(name);
+      if (res == nullptr) {
+        ++allocation_errors_;
+        return Result<std::vector<kubelet::ContainerAllocation>>(
+            fail(ErrorCode::kUnavailable, "{} is no longer advertised by this node", name));
+      }
+      auto edits = sharing::allocate(*res, config_, host_, requests, fmt::format("{:x}", ++unique_));
+      ++(edits ? allocations_ : allocation_errors_);
+      if (!edits) {
+        log::warn("Allocate refused: " + edits.error().message, {log::kv("resource", name)});
+        return Result<std::vector<kubelet::ContainerAllocation>>(std::unexpected(edits.error()));
+      }
+      return Result<std::vector<kubelet::ContainerAllocation>>(to_kubelet(*edits));
+    };
+    cb.preferred = [this, name](const std::vector<std::string>& available, const std::vector<std::string>& must,
+                                int size) {
+      std::lock_guard lock(mu_);
+      const auto* res = plan_.find(name);
+      if (res == nullptr) return std::vector<std::string>{};
+      return sharing::preferred_allocation(*res, inventory_.topology, config_.shared_policy, available, must, size);
+    };
+    auto server = std::make_unique<kubelet::DevicePluginServer>(name, opt_.plugin_dir, r.socket_name, std::move(cb), clock_);
+    server->set_devices(states[name]);
+    if (auto ok = server->start(); !ok) {
+      log::error(ok.error().message, {log::kv("resource", name)});
+      serve_error_[name] = ok.error().message;
+    } else {
+      log::info(fmt::format("serving {} devices", r.devices.size()),
+                {log::kv("resource", name), log::kv("socket", server->socket_path())});
+      register_one(*server);
+    }
+    servers_[name] = std::move(server);
+  }
+  write_labels();
+}
+
+bool DevicePluginManager::register_one(kubelet::DevicePluginServer& server) {
+  if (!server.running() && !server.start()) return false;
+  auto ok = server.register_with_kubelet(opt_.register_timeout);
+  std::lock_guard lock(mu_);
+  const bool was = registered_[server.resource()];
+  registered_[server.resource()] = ok.has_value();
+  if (ok) {
+    ++registrations_;
+    log::info("registered with the kubelet", {log::kv("resource", server.resource())});
+  } else if (was || ok.error().code != ErrorCode::kUnavailable) {
+    log::warn(ok.error().message, {log::kv("resource", server.resource())});
+  }
+  return ok.has_value();
+}
+
+void DevicePluginManager::control_loop() {
+  while (true) {
+    {
+      std::unique_lock lock(stop_mu_);
+      clock_.wait_for(stop_cv_, lock, opt_.poll_interval, [&] { return stopping_ || dirty_; });
+      if (stopping_) return;
+      dirty_ = false;
+    }
+    const auto now = clock_.steady_now();
+    check_sockets();
+    if (now >= next_config_check_) {
+      next_config_check_ = now + opt_.config_poll_interval;
+      check_config();
+    }
+    if (now >= next_health_) {
+      next_health_ = now + opt_.health_interval;
+      check_health();
+      std::lock_guard lock(mu_);
+      ++health_checks_;
+    }
+    push_devices();
+    bool labels_due = false;
+    {
+      std::lock_guard lock(mu_);
+      if (now >= next_labels_ && !config_.gfd_oneshot) {
+        next_labels_ = now + config_.gfd_sleep_interval;
+        labels_due = true;
+      }
+    }
+    if (labels_due) write_labels();
+  }
+}
+
+void DevicePluginManager::check_sockets() {
+  const std::string kubelet = opt_.plugin_dir + "/" + kubelet::kKubeletSocketName;
+  const FileStamp now_stamp = stamp(kubelet);
+  const bool kubelet_new = now_stamp.inode != 0 && !(now_stamp == kubelet_stamp_);
+  if (kubelet_new && kubelet_stamp_.inode != 0) log::info(fmt::format("the kubelet restarted ({} was re-created): registering again", kubelet));
+  kubelet_stamp_ = now_stamp;
+  const bool retry_due = clock_.steady_now() >= next_register_;
+  if (retry_due) next_register_ = clock_.steady_now() + std::chrono::seconds(1);
+  for (auto& [name, server] : servers_) {
+    bool again = kubelet_new;
+    if (!server->running() || !server->socket_present()) {
+      // Serving failed before (retried once a second, logged when the reason changes), or the
+      // socket was deleted (a restarting kubelet does that).
+      if (server->running()) log::info("socket was removed: serving again", {log::kv("resource", name), log::kv("socket", server->socket_path())});
+      if (!server->running() && !retry_due) continue;
+      if (auto ok = server->start(); !ok) {
+        if (serve_error_[name] != ok.error().message) log::error(ok.error().message, {log::kv("resource", name)});
+        serve_error_[name] = ok.error().message;
+        continue;
+      }
+      if (!serve_error_[name].empty()) log::info("serving", {log::kv("resource", name), log::kv("socket", server->socket_path())});
+      serve_error_[name].clear();
+      again = true;
+    }
+    if (server->stream_lost(std::chrono::seconds(2))) {
+      // The kubelet closed ListAndWatch and did not come back (without deleting our socket):
+      // only a new registration makes it connect again.
+      log::info("the kubelet closed its ListAndWatch stream: registering again", {log::kv("resource", name)});
+      server->forget_streams();
+      again = true;
+    }
+    bool registered = false;
+    {
+      std::lock_guard lock(mu_);
+      registered = registered_[name];
+      if (again) registered_[name] = false;
+    }
+    if (again || (!registered && retry_due && now_stamp.inode != 0)) register_one(*server);
+  }
+}
+
+void DevicePluginManager::check_config() {
+  if (opt_.config_file.empty()) return;
+  const FileStamp s = stamp(opt_.config_file);
+  // The stamp catches every change but one within the file system's timestamp granularity that
+  // keeps the size; the periodic full read catches that one too.
+  const auto now = clock_.steady_now();
+  if (s == config_stamp_ && now < next_full_config_read_) return;
+  next_full_config_read_ = now + std::chrono::seconds(10);
+  config_stamp_ = s;
+  std::string text;
+  if (s.inode != 0) {
+    // An unreadable or oversized file is keyed by its error, so it is rejected (and logged) once.
+    auto read = read_file_limited(opt_.config_file, sharing::kMaxConfigBytes);
+    text = read ? std::move(*read) : "\x01" + read.error().message;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (text == config_text_ && generation_ > 0) {
+      // Back to the config in use (e.g. a bad edit reverted): nothing to apply, nothing wrong.
+      last_reload_error_.clear();
+      last_rejected_text_.reset();
+      return;
+    }
+    if (last_rejected_text_ && *last_rejected_text_ == text) return;  // rejected already: not again
+  }
+  auto applied = load_and_apply(false);
+  if (applied) return;
+  std::lock_guard lock(mu_);
+  log::error(fmt::format("config rejected: {}; keeping the last good config (generation {})", applied.error().message,
+                         generation_));
+  ++reloads_failed_;
+  last_reload_error_ = applied.error().message;
+  last_rejected_text_ = text;
+}
+
+void DevicePluginManager::push_devices() {
+  std::map<std::string, std::vector<kubelet::DeviceState>> states;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& r : plan_.resources) states[r.name] = device_states(r);
+  }
+  for (auto& [name, server] : servers_) {
+    if (auto it = states.find(name); it != states.end()) server->set_devices(std::move(it->second));
+  }
+}
+
+DevicePluginManager::Status DevicePluginManager::status() const {
+  std::lock_guard lock(mu_);
+  Status s;
+  s.config_generation = generation_;
+  s.health_checks = health_checks_;
+  s.last_reload_error = last_reload_error_;
+  for (const auto& r : plan_.resources) {
+    ResourceStatus rs;
+    rs.name = r.name;
+    rs.socket = r.socket_name;
+    auto it = registered_.find(r.name);
+    rs.registered = it != registered_.end() && it->second;
+    const auto states = device_states(r);
+    rs.devices = states.size();
+    rs.healthy = static_cast<size_t>(std::count_if(states.begin(), states.end(), [](const auto& d) { return d.healthy; }));
+    s.resources.push_back(rs);
+  }
+  return s;
+}
+
+std::string DevicePluginManager::metrics_text() const {
+  namespace ex = metrics::exposition;
+  const Status s = status();
+  uint64_t ok = 0, failed = 0, regs = 0, allocs = 0, alloc_errors = 0, unhealthy = 0, recovered = 0;
+  {
+    std::lock_guard lock(mu_);
+    ok = reloads_ok_;
+    failed = reloads_failed_;
+    regs = registrations_;
+    allocs = allocations_;
+    alloc_errors = allocation_errors_;
+    unhealthy = unhealthy_transitions_;
+    recovered = recoveries_;
+  }
+  std::string out;
+  ex::family(out, "kgpu_device_plugin_config_generation", "gauge", "Configs applied since the agent started (1 = the first).");
+  ex::sample(out, "kgpu_device_plugin_config_generation", s.config_generation);
+  ex::family(out, "kgpu_device_plugin_config_last_reload_successful", "gauge",
+             "Whether the newest config file was applied (1) or rejected, with the last good one in use (0).");
+  ex::sample(out, "kgpu_device_plugin_config_last_reload_successful", s.last_reload_error.empty() ? 1 : 0);
+  ex::family(out, "kgpu_device_plugin_config_reloads_total", "counter", "Config file changes, by result.");
+  ex::sample(out, "kgpu_device_plugin_config_reloads_total", {{"result", "success"}}, ok);
+  ex::sample(out, "kgpu_device_plugin_config_reloads_total", {{"result", "failure"}}, failed);
+  ex::family(out, "kgpu_device_plugin_registered", "gauge", "1 when the resource is registered with the kubelet.");
+  for (const auto& r : s.resources) {
+    ex::sample(out, "kgpu_device_plugin_registered", {{"resource", r.name}}, r.registered ? 1 : 0);
+  }
+  ex::family(out, "kgpu_device_plugin_devices", "gauge", "Devices advertised to the kubelet, by resource and health.");
+  for (const auto& r : s.resources) {
+    ex::sample(out, "kgpu_device_plugin_devices", {{"resource", r.name}, {"health", "healthy"}}, r.healthy);
+    ex::sample(out, "kgpu_device_plugin_devices", {{"resource", r.name}, {"health", "unhealthy"}}, r.devices - r.healthy);
+  }
+  ex::family(out, "kgpu_device_plugin_registrations_total", "counter", "Successful registrations with the kubelet.");
+  ex::sample(out, "kgpu_device_plugin_registrations_total", regs);
+  ex::family(out, "kgpu_device_plugin_allocations_total", "counter", "Allocate calls answered, by result.");
+  ex::sample(out, "kgpu_device_plugin_allocations_total", {{"result", "success"}}, allocs);
+  ex::sample(out, "kgpu_device_plugin_allocations_total", {{"result", "failure"}}, alloc_errors);
+  ex::family(out, "kgpu_device_plugin_unhealthy_transitions_total", "counter", "Devices marked Unhealthy.");
+  ex::sample(out, "kgpu_device_plugin_unhealthy_transitions_total", unhealthy);
+  ex::family(out, "kgpu_device_plugin_recoveries_total", "counter", "Devices returned to Healthy by the recovery rule.");
+  ex::sample(out, "kgpu_device_plugin_recoveries_total", recovered);
+  return out;
+}
+
+}  // namespace kgpu::agent
