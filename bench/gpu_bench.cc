@@ -8,9 +8,9 @@
 
 namespace {
 
-std::unique_ptr<kgpu::gpu::Node> open_node() {
+std::unique_ptr<kgpu::gpu::NodeGpus> open_node() {
   setenv("KGPU_FAKE_NVML_CONFIG", KGPU_SOURCE_DIR "/examples/nodes/dgx-h100.yaml", 1);
-  auto node = kgpu::gpu::Node::open(KGPU_FAKE_NVML);
+  auto node = kgpu::gpu::NodeGpus::open(KGPU_FAKE_NVML);
   if (!node) {
     fprintf(stderr, "%s\n", node.error().message.c_str());
     abort();

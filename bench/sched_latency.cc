@@ -24,11 +24,11 @@ namespace {
 
 using namespace kgpu;
 
-std::vector<sched::Node> replicate(const std::vector<sched::Node>& base, size_t count) {
-  std::vector<sched::Node> out;
+std::vector<sched::NodeState> replicate(const std::vector<sched::NodeState>& base, size_t count) {
+  std::vector<sched::NodeState> out;
   out.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    sched::Node n = base[i % base.size()];
+    sched::NodeState n = base[i % base.size()];
     n.name = fmt::format("{}-r{}", n.name, i / base.size());
     out.push_back(std::move(n));
   }

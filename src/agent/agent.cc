@@ -161,13 +161,13 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   po.clock = &clock;
 
   Serving serving;
-  std::unique_ptr<gpu::Node> node;
+  std::unique_ptr<gpu::NodeGpus> node;
   std::unique_ptr<DevicePluginManager> plugins;
   std::unique_ptr<metrics::Sampler> sampler;
   // Opens NVML and starts the plugins and the sampler. An error with `node` still null means NVML
   // could not be opened; any other error is fatal (the plugins already applied failOnInitError).
   auto bring_up = [&]() -> Result<void> {
-    auto opened = gpu::Node::open(nvml::resolve_library_path(options.nvml_library));
+    auto opened = gpu::NodeGpus::open(nvml::resolve_library_path(options.nvml_library));
     if (!opened) return std::unexpected(opened.error());
     node = std::move(*opened);
     if (options.device_plugin) {

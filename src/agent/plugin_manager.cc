@@ -42,7 +42,7 @@ DevicePluginManager::FileStamp DevicePluginManager::stamp(const std::string& pat
           static_cast<long long>(st.st_size)};
 }
 
-DevicePluginManager::DevicePluginManager(gpu::Node& node, DevicePluginOptions options)
+DevicePluginManager::DevicePluginManager(gpu::NodeGpus& node, DevicePluginOptions options)
     : node_(node), opt_(std::move(options)), clock_(opt_.clock != nullptr ? *opt_.clock : Clock::real()) {
   mps_ = opt_.mps;
   if (mps_ == nullptr) {

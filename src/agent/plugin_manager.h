@@ -86,7 +86,7 @@ bool fails_on_init_error(const DevicePluginOptions& options, const std::string& 
 
 class DevicePluginManager {
  public:
-  DevicePluginManager(gpu::Node& node, DevicePluginOptions options);
+  DevicePluginManager(gpu::NodeGpus& node, DevicePluginOptions options);
   ~DevicePluginManager();
 
   // Loads the config and plans. An error here (bad config, unusable MIG layout, NVML failing) is
@@ -136,7 +136,7 @@ class DevicePluginManager {
   bool register_one(kubelet::DevicePluginServer& server);
   sharing::HostFacts host_facts(const sharing::Config& c) const;
 
-  gpu::Node& node_;
+  gpu::NodeGpus& node_;
   DevicePluginOptions opt_;
   Clock& clock_;
   std::unique_ptr<MpsControl> own_mps_;

@@ -28,8 +28,8 @@ struct GlobalOptions {
   std::string nvml_library;
 };
 
-Result<std::unique_ptr<gpu::Node>> open_node(const GlobalOptions& g) {
-  return gpu::Node::open(nvml::resolve_library_path(g.nvml_library));
+Result<std::unique_ptr<gpu::NodeGpus>> open_node(const GlobalOptions& g) {
+  return gpu::NodeGpus::open(nvml::resolve_library_path(g.nvml_library));
 }
 
 int report(const Error& e) {

@@ -28,8 +28,8 @@ int to_int(std::string_view s) {
   return v;
 }
 
-std::string_view str_of(const k8s::Node* n, std::string_view key) {
-  const k8s::Node* v = n != nullptr ? n->find(key) : nullptr;
+std::string_view str_of(const k8s::Value* n, std::string_view key) {
+  const k8s::Value* v = n != nullptr ? n->find(key) : nullptr;
   return v != nullptr && v->is_scalar() ? v->text() : std::string_view{};
 }
 
@@ -241,12 +241,12 @@ void Snapshot::index(int64_t latest_created) {
     } else if (kind == "ServiceMonitor" || kind == "PodMonitor") {
       monitors.push_back(&d);
     } else if (kind == "ContainerLog") {
-      const k8s::Node* prev = d.root->find("previous");
+      const k8s::Value* prev = d.root->find("previous");
       logs.push_back({&d, d.metadata.namespace_, d.metadata.name, str_of(d.root, "container"),
                       prev != nullptr && prev->as_bool().value_or(false), str_of(d.root, "text")});
     } else if (kind == "SnapshotInfo") {
       collected_at_ = std::string(str_of(d.root, "collectedAt"));
-      if (const k8s::Node* errs = d.root->find("errors")) {
+      if (const k8s::Value* errs = d.root->find("errors")) {
         for (const auto& e : errs->items()) collection_errors_.emplace_back(e.text());
       }
     }

@@ -151,40 +151,40 @@ std::string architecture_family(unsigned arch) {
   return s == "unknown" ? "undefined" : s;
 }
 
-Result<std::unique_ptr<Node>> Node::open(const std::string& library_path) {
+Result<std::unique_ptr<NodeGpus>> NodeGpus::open(const std::string& library_path) {
   auto lib = Library::open(library_path);
   if (!lib) return std::unexpected(lib.error());
   if (auto ok = (*lib)->init(); !ok) return std::unexpected(ok.error());
-  return std::unique_ptr<Node>(new Node(std::move(*lib)));
+  return std::unique_ptr<NodeGpus>(new NodeGpus(std::move(*lib)));
 }
 
-Node::~Node() {
+NodeGpus::~NodeGpus() {
   std::lock_guard lock(telemetry_mu_);
   for (auto& [index, state] : gpm_) {
     if (state.sample != nullptr) lib_->call(lib_->symbols().nvmlGpmSampleFree, state.sample);
   }
 }
 
-Result<unsigned> Node::device_count() const {
+Result<unsigned> NodeGpus::device_count() const {
   unsigned n = 0;
   const Return r = lib_->call(lib_->symbols().nvmlDeviceGetCount_v2, &n);
   if (r != kSuccess) return fail(error_code_for(r), "cannot count GPUs: {}", describe(*lib_, r));
   return n;
 }
 
-Result<Device> Node::handle(unsigned index) const {
+Result<Device> NodeGpus::handle(unsigned index) const {
   Device d = nullptr;
   const Return r = lib_->call(lib_->symbols().nvmlDeviceGetHandleByIndex_v2, index, &d);
   if (r != kSuccess) return fail(error_code_for(r), "GPU {}: {}", index, describe(*lib_, r));
   return d;
 }
 
-void Node::note_lost(unsigned index, const char* call) const {
+void NodeGpus::note_lost(unsigned index, const char* call) const {
   std::lock_guard lock(lost_mu_);
   lost_seen_.try_emplace(index, call);
 }
 
-Node::Probe Node::probe(unsigned index) const {
+NodeGpus::Probe NodeGpus::probe(unsigned index) const {
   const auto& s = lib_->symbols();
   Probe p;
   std::optional<std::string> lost_call;
@@ -222,7 +222,7 @@ Node::Probe Node::probe(unsigned index) const {
   return p;
 }
 
-GpuInfo Node::read_gpu(unsigned index) const {
+GpuInfo NodeGpus::read_gpu(unsigned index) const {
   const auto& s = lib_->symbols();
   GpuInfo g;
   g.index = index;
@@ -321,7 +321,7 @@ GpuInfo Node::read_gpu(unsigned index) const {
   return g;
 }
 
-void Node::read_mig(Device dev, GpuInfo& g) const {
+void NodeGpus::read_mig(Device dev, GpuInfo& g) const {
   const auto& s = lib_->symbols();
   unsigned current = 0, pending = 0;
   const Return r = lib_->call(s.nvmlDeviceGetMigMode, dev, &current, &pending);
@@ -387,7 +387,7 @@ void Node::read_mig(Device dev, GpuInfo& g) const {
   }
 }
 
-Result<Inventory> Node::inventory() const {
+Result<Inventory> NodeGpus::inventory() const {
   const auto& s = lib_->symbols();
   Inventory inv;
   char buf[kSystemDriverVersionBufferSize] = {};
@@ -452,7 +452,7 @@ Result<Inventory> Node::inventory() const {
   return inv;
 }
 
-std::vector<Telemetry> Node::telemetry(std::vector<CallError>* node_errors) {
+std::vector<Telemetry> NodeGpus::telemetry(std::vector<CallError>* node_errors) {
   std::lock_guard lock(telemetry_mu_);
   const auto& s = lib_->symbols();
   std::vector<Telemetry> out;
@@ -601,7 +601,7 @@ std::vector<Telemetry> Node::telemetry(std::vector<CallError>* node_errors) {
   return out;
 }
 
-void Node::read_gpm(unsigned index, Device dev, Telemetry& t) {
+void NodeGpus::read_gpm(unsigned index, Device dev, Telemetry& t) {
   const auto& s = lib_->symbols();
   GpmSupport support{kGpmSupportVersion, 0};
   if (lib_->call(s.nvmlGpmQueryDeviceSupport, dev, &support) != kSuccess || !support.isSupportedDevice) return;
@@ -647,7 +647,7 @@ void Node::read_gpm(unsigned index, Device dev, Telemetry& t) {
   st.taken = now;
 }
 
-Result<std::vector<ProcessInfo>> Node::processes(unsigned gpu_index) const {
+Result<std::vector<ProcessInfo>> NodeGpus::processes(unsigned gpu_index) const {
   auto dev = handle(gpu_index);
   if (!dev) return std::unexpected(dev.error());
   const auto& s = lib_->symbols();
@@ -676,7 +676,7 @@ Result<std::vector<ProcessInfo>> Node::processes(unsigned gpu_index) const {
   return out;
 }
 
-Result<std::vector<ProcessUtilization>> Node::process_utilization(unsigned gpu_index, uint64_t since_us) const {
+Result<std::vector<ProcessUtilization>> NodeGpus::process_utilization(unsigned gpu_index, uint64_t since_us) const {
   auto dev = handle(gpu_index);
   if (!dev) return std::unexpected(dev.error());
   const auto& s = lib_->symbols();
@@ -701,7 +701,7 @@ Result<std::vector<ProcessUtilization>> Node::process_utilization(unsigned gpu_i
 
 // ---- events ----
 
-Result<std::unique_ptr<EventWatcher>> EventWatcher::start(const Node& node, Callback callback,
+Result<std::unique_ptr<EventWatcher>> EventWatcher::start(const NodeGpus& node, Callback callback,
                                                           std::chrono::milliseconds wait_timeout) {
   const auto& lib = node.library();
   const auto& s = lib.symbols();

@@ -24,11 +24,11 @@
 
 namespace kgpu::gpu {
 
-class Node {
+class NodeGpus {
  public:
   // Loads `library_path` (see nvml::resolve_library_path) and initializes NVML.
-  static Result<std::unique_ptr<Node>> open(const std::string& library_path);
-  ~Node();
+  static Result<std::unique_ptr<NodeGpus>> open(const std::string& library_path);
+  ~NodeGpus();
 
   const nvml::Library& library() const { return *lib_; }
 
@@ -64,7 +64,7 @@ class Node {
   Probe probe(unsigned index) const;
 
  private:
-  explicit Node(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
+  explicit NodeGpus(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
   void note_lost(unsigned index, const char* call) const;  // a reading got GPU_IS_LOST
   GpuInfo read_gpu(unsigned index) const;
   void read_mig(nvml::Device dev, GpuInfo& gpu) const;
@@ -99,18 +99,18 @@ class EventWatcher {
   // A GPU that cannot be registered is reported in registration_errors() and skipped; fails only
   // when no event set can be created at all.
   static Result<std::unique_ptr<EventWatcher>> start(
-      const Node& node, Callback callback, std::chrono::milliseconds wait_timeout = std::chrono::milliseconds(500));
+      const NodeGpus& node, Callback callback, std::chrono::milliseconds wait_timeout = std::chrono::milliseconds(500));
   ~EventWatcher();
   void stop();
 
   const std::vector<std::string>& registration_errors() const { return registration_errors_; }
 
  private:
-  EventWatcher(const Node& node, Callback cb, std::chrono::milliseconds timeout)
+  EventWatcher(const NodeGpus& node, Callback cb, std::chrono::milliseconds timeout)
       : node_(node), callback_(std::move(cb)), timeout_(timeout) {}
   void run();
 
-  const Node& node_;
+  const NodeGpus& node_;
   Callback callback_;
   std::chrono::milliseconds timeout_;
   nvml::EventSet set_ = nullptr;

@@ -27,18 +27,18 @@ class Decoder {
   }
 
   // The entry for `key` with a non-null value, or nullptr.
-  static const Entry* entry(const Node* map, std::string_view key) {
+  static const Entry* entry(const Value* map, std::string_view key) {
     if (map == nullptr) return nullptr;
     const Entry* e = map->find_entry(key);
     return e != nullptr && !e->value().is_null() ? e : nullptr;
   }
-  static const Node* child(const Node* map, std::string_view key) {
+  static const Value* child(const Value* map, std::string_view key) {
     const Entry* e = entry(map, key);
     return e != nullptr ? &e->value() : nullptr;
   }
 
   // A mapping field; an issue when it is something else.
-  const Node* map(const Node* parent, std::string_view key, std::string_view path) {
+  const Value* map(const Value* parent, std::string_view key, std::string_view path) {
     const Entry* e = entry(parent, key);
     if (e == nullptr) return nullptr;
     if (!e->value().is_map()) {
@@ -47,7 +47,7 @@ class Decoder {
     }
     return &e->value();
   }
-  std::span<const Node> seq(const Node* parent, std::string_view key, std::string_view path) {
+  std::span<const Value> seq(const Value* parent, std::string_view key, std::string_view path) {
     const Entry* e = entry(parent, key);
     if (e == nullptr) return {};
     if (!e->value().is_seq()) {
@@ -57,7 +57,7 @@ class Decoder {
     return e->value().items();
   }
 
-  Text text(const Node* parent, std::string_view key, std::string_view path) {
+  Text text(const Value* parent, std::string_view key, std::string_view path) {
     const Entry* e = entry(parent, key);
     if (e == nullptr) return {};
     if (!e->value().is_string()) {
@@ -67,12 +67,12 @@ class Decoder {
     return Text{e->value().text(), e->key_line()};
   }
   // A string without type checks (for fields only read for messages).
-  static std::string_view str(const Node* parent, std::string_view key) {
-    const Node* n = child(parent, key);
+  static std::string_view str(const Value* parent, std::string_view key) {
+    const Value* n = child(parent, key);
     return n != nullptr && n->is_scalar() ? n->text() : std::string_view();
   }
 
-  Int integer(const Node* parent, std::string_view key, std::string_view path) {
+  Int integer(const Value* parent, std::string_view key, std::string_view path) {
     const Entry* e = entry(parent, key);
     if (e == nullptr) return {};
     const auto v = e->value().as_int();
@@ -83,7 +83,7 @@ class Decoder {
     return Int{*v, e->key_line()};
   }
 
-  Bool boolean(const Node* parent, std::string_view key, std::string_view path) {
+  Bool boolean(const Value* parent, std::string_view key, std::string_view path) {
     const Entry* e = entry(parent, key);
     if (e == nullptr) return {};
     const auto v = e->value().as_bool();
@@ -94,7 +94,7 @@ class Decoder {
     return Bool{*v, e->key_line()};
   }
 
-  Field<IntOrString> int_or_string(const Node* parent, std::string_view key, std::string_view path) {
+  Field<IntOrString> int_or_string(const Value* parent, std::string_view key, std::string_view path) {
     const Entry* e = entry(parent, key);
     if (e == nullptr) return {};
     IntOrString v;
@@ -111,9 +111,9 @@ class Decoder {
   }
 
   Field<Quantity> quantity(const Entry& e, std::string_view path) {
-    const Node& v = e.value();
+    const Value& v = e.value();
     if (v.is_null()) return {};
-    if (v.type() != NodeType::kString && v.type() != NodeType::kNumber) {
+    if (v.type() != ValueType::kString && v.type() != ValueType::kNumber) {
       type_issue(&e, path, e.key(), "a quantity", true);
       return {};
     }
@@ -125,9 +125,9 @@ class Decoder {
     return Field<Quantity>{*q, e.key_line()};
   }
 
-  QuantityMap quantities(const Node* parent, std::string_view key, std::string_view path) {
+  QuantityMap quantities(const Value* parent, std::string_view key, std::string_view path) {
     QuantityMap out;
-    const Node* m = map(parent, key, path);
+    const Value* m = map(parent, key, path);
     if (m == nullptr) return out;
     const std::string sub = fmt::format("{}.{}", path, key);
     std::vector<QuantityMap::value_type> kv;
@@ -139,7 +139,7 @@ class Decoder {
     return out;
   }
 
-  StringMap strings(const Node* parent, std::string_view key, std::string_view path, int* line = nullptr) {
+  StringMap strings(const Value* parent, std::string_view key, std::string_view path, int* line = nullptr) {
     StringMap out;
     const Entry* e = entry(parent, key);
     if (e == nullptr) return out;
@@ -157,21 +157,21 @@ class Decoder {
     return out;
   }
 
-  std::vector<Text> texts(const Node* parent, std::string_view key, std::string_view path) {
+  std::vector<Text> texts(const Value* parent, std::string_view key, std::string_view path) {
     std::vector<Text> out;
-    const std::span<const Node> items = seq(parent, key, path);
+    const std::span<const Value> items = seq(parent, key, path);
     out.reserve(items.size());
-    for (const Node& n : items) {
+    for (const Value& n : items) {
       if (n.is_scalar()) out.push_back(Text{n.text(), n.line()});
     }
     return out;
   }
 
-  static std::vector<std::string_view> views(const Node* parent, std::string_view key) {
+  static std::vector<std::string_view> views(const Value* parent, std::string_view key) {
     std::vector<std::string_view> out;
-    const Node* n = child(parent, key);
+    const Value* n = child(parent, key);
     if (n == nullptr) return out;
-    for (const Node& item : n->items()) {
+    for (const Value& item : n->items()) {
       if (item.is_scalar()) out.push_back(item.text());
     }
     return out;
@@ -192,11 +192,11 @@ class Decoder {
 inline bool is_kind(const Document& doc, std::string_view kind) { return doc.kind == kind; }
 
 // decode_pod_spec.cc. `path` names the parent in issues ("spec.template").
-LabelSelector decode_label_selector(Decoder& d, const Node* parent, std::string_view key, std::string_view path);
-std::vector<Condition> decode_conditions(Decoder& d, const Node* parent, std::string_view path);
-PodSpec decode_pod_spec(Decoder& d, const Node* parent, std::string_view path);
-std::vector<ContainerStatus> decode_statuses(Decoder& d, const Node* status, std::string_view key,
+LabelSelector decode_label_selector(Decoder& d, const Value* parent, std::string_view key, std::string_view path);
+std::vector<Condition> decode_conditions(Decoder& d, const Value* parent, std::string_view path);
+PodSpec decode_pod_spec(Decoder& d, const Value* parent, std::string_view path);
+std::vector<ContainerStatus> decode_statuses(Decoder& d, const Value* status, std::string_view key,
                                              std::string_view path);
-PodTemplate decode_template(Decoder& d, const Node* parent, std::string_view path);
+PodTemplate decode_template(Decoder& d, const Value* parent, std::string_view path);
 
 }  // namespace kgpu::k8s::detail

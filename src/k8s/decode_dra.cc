@@ -8,16 +8,16 @@ using namespace detail;  // NOLINT: the shared decoder (k8s/decode.h)
 
 namespace {
 
-std::vector<CelSelector> decode_selectors(Decoder& d, const Node* parent, std::string_view path) {
+std::vector<CelSelector> decode_selectors(Decoder& d, const Value* parent, std::string_view path) {
   std::vector<CelSelector> out;
-  for (const Node& s : d.seq(parent, "selectors", path)) {
-    const Node* cel = Decoder::child(&s, "cel");
+  for (const Value& s : d.seq(parent, "selectors", path)) {
+    const Value* cel = Decoder::child(&s, "cel");
     out.push_back(CelSelector{d.text(cel, "expression", fmt::format("{}.selectors[].cel", path)), s.line()});
   }
   return out;
 }
 
-DeviceSubRequest decode_sub_request(Decoder& d, const Node& r, std::string_view path) {
+DeviceSubRequest decode_sub_request(Decoder& d, const Value& r, std::string_view path) {
   DeviceSubRequest s;
   s.name = Decoder::str(&r, "name");
   s.device_class_name = d.text(&r, "deviceClassName", path);
@@ -28,18 +28,18 @@ DeviceSubRequest decode_sub_request(Decoder& d, const Node& r, std::string_view 
   return s;
 }
 
-ResourceClaimSpec decode_claim_spec(Decoder& d, const Node* spec, std::string_view path, int line) {
+ResourceClaimSpec decode_claim_spec(Decoder& d, const Value* spec, std::string_view path, int line) {
   ResourceClaimSpec out;
   out.line = line;
   const std::string p = fmt::format("{}.devices", path);
-  const Node* devices = d.map(spec, "devices", path);
+  const Value* devices = d.map(spec, "devices", path);
   size_t i = 0;
-  for (const Node& r : d.seq(devices, "requests", p)) {
+  for (const Value& r : d.seq(devices, "requests", p)) {
     const std::string rp = fmt::format("{}.requests[{}]", p, i++);
     DeviceRequest req;
     req.name = Decoder::str(&r, "name");
     req.line = r.line();
-    if (const Node* exactly = d.map(&r, "exactly", rp)) {
+    if (const Value* exactly = d.map(&r, "exactly", rp)) {
       req.exactly = true;
       req.request = decode_sub_request(d, *exactly, rp + ".exactly");
       req.admin_access = d.boolean(exactly, "adminAccess", rp + ".exactly");
@@ -49,12 +49,12 @@ ResourceClaimSpec decode_claim_spec(Decoder& d, const Node* spec, std::string_vi
     }
     req.request.name = req.name;
     req.request.line = r.line();
-    for (const Node& alt : d.seq(&r, "firstAvailable", rp)) {
+    for (const Value& alt : d.seq(&r, "firstAvailable", rp)) {
       req.first_available.push_back(decode_sub_request(d, alt, rp + ".firstAvailable[]"));
     }
     out.requests.push_back(std::move(req));
   }
-  for (const Node& c : d.seq(devices, "constraints", p)) {
+  for (const Value& c : d.seq(devices, "constraints", p)) {
     out.constraints.push_back(
         DeviceConstraint{Decoder::views(&c, "requests"), d.text(&c, "matchAttribute", p + ".constraints[]"), c.line()});
   }
@@ -71,11 +71,11 @@ std::optional<ResourceClaim> as_resource_claim(const Document& doc) {
   ResourceClaim c;
   const Entry* se = Decoder::entry(doc.root, "spec");
   c.spec = decode_claim_spec(d, se != nullptr ? &se->value() : nullptr, ".spec", se != nullptr ? se->key_line() : 0);
-  const Node* status = Decoder::child(doc.root, "status");
+  const Value* status = Decoder::child(doc.root, "status");
   c.allocation = Decoder::child(status, "allocation");
   c.allocated = c.allocation != nullptr;
-  if (const Node* reserved = Decoder::child(status, "reservedFor")) {
-    for (const Node& r : reserved->items()) c.reserved_for.push_back(Decoder::str(&r, "name"));
+  if (const Value* reserved = Decoder::child(status, "reservedFor")) {
+    for (const Value& r : reserved->items()) c.reserved_for.push_back(Decoder::str(&r, "name"));
   }
   return c;
 }
@@ -85,7 +85,7 @@ std::optional<ResourceClaimTemplate> as_resource_claim_template(const Document& 
   std::vector<Issue> ignored;
   Decoder d(&ignored);
   ResourceClaimTemplate t;
-  const Node* spec = Decoder::child(doc.root, "spec");
+  const Value* spec = Decoder::child(doc.root, "spec");
   if (const Entry* meta = Decoder::entry(spec, "metadata"))
     t.claim_metadata = decode_meta(&meta->value(), meta->key_line());
   const Entry* inner = Decoder::entry(spec, "spec");
@@ -99,7 +99,7 @@ std::optional<DeviceClass> as_device_class(const Document& doc) {
   std::vector<Issue> ignored;
   Decoder d(&ignored);
   DeviceClass c;
-  const Node* spec = Decoder::child(doc.root, "spec");
+  const Value* spec = Decoder::child(doc.root, "spec");
   c.selectors = decode_selectors(d, spec, ".spec");
   c.extended_resource_name = d.text(spec, "extendedResourceName", ".spec");
   c.config = Decoder::child(spec, "config");
@@ -110,24 +110,24 @@ std::optional<ResourceSlice> as_resource_slice(const Document& doc) {
   if (!is_kind(doc, "ResourceSlice")) return std::nullopt;
   ResourceSlice s;
   Decoder d(&s.issues);
-  const Node* spec = d.map(doc.root, "spec", "");
+  const Value* spec = d.map(doc.root, "spec", "");
   s.driver = d.text(spec, "driver", ".spec");
   s.node_name = d.text(spec, "nodeName", ".spec");
   s.all_nodes = d.boolean(spec, "allNodes", ".spec");
-  if (const Node* pool = d.map(spec, "pool", ".spec")) {
+  if (const Value* pool = d.map(spec, "pool", ".spec")) {
     s.pool_name = d.text(pool, "name", ".spec.pool");
     s.pool_generation = d.integer(pool, "generation", ".spec.pool");
     s.pool_resource_slice_count = d.integer(pool, "resourceSliceCount", ".spec.pool");
   }
   size_t i = 0;
-  for (const Node& dev : d.seq(spec, "devices", ".spec")) {
+  for (const Value& dev : d.seq(spec, "devices", ".spec")) {
     const std::string path = fmt::format(".spec.devices[{}]", i++);
     Device out;
     out.name = Decoder::str(&dev, "name");
     out.line = dev.line();
-    const Node* body = Decoder::child(&dev, "basic");  // v1beta1
+    const Value* body = Decoder::child(&dev, "basic");  // v1beta1
     if (body == nullptr) body = &dev;
-    if (const Node* attrs = Decoder::child(body, "attributes")) {
+    if (const Value* attrs = Decoder::child(body, "attributes")) {
       for (const Entry& a : attrs->entries()) {
         DeviceAttribute attr;
         attr.line = a.key_line();
@@ -138,7 +138,7 @@ std::optional<ResourceSlice> as_resource_slice(const Document& doc) {
         out.attributes[a.key()] = attr;
       }
     }
-    if (const Node* cap = Decoder::child(body, "capacity")) {
+    if (const Value* cap = Decoder::child(body, "capacity")) {
       std::vector<QuantityMap::value_type> kv;
       for (const Entry& c : cap->entries()) {
         if (c.value().is_map()) {

@@ -8,10 +8,10 @@ using namespace detail;  // NOLINT: the shared decoder (k8s/decode.h)
 
 std::optional<Event> as_event(const Document& doc) {
   if (!is_kind(doc, "Event")) return std::nullopt;
-  const Node* r = doc.root;
+  const Value* r = doc.root;
   Event e;
   const bool v1 = doc.api_group() == "events.k8s.io";
-  const Node* obj = Decoder::child(r, v1 ? "regarding" : "involvedObject");
+  const Value* obj = Decoder::child(r, v1 ? "regarding" : "involvedObject");
   e.involved_object =
       ObjectReference{Decoder::str(obj, "apiVersion"), Decoder::str(obj, "kind"), Decoder::str(obj, "name"),
                       Decoder::str(obj, "namespace"),  Decoder::str(obj, "uid"),  Decoder::str(obj, "fieldPath")};
@@ -20,7 +20,7 @@ std::optional<Event> as_event(const Document& doc) {
   e.type = Decoder::str(r, "type");
   e.event_time = Decoder::str(r, "eventTime");
   if (v1) {
-    const Node* count = Decoder::child(Decoder::child(r, "series"), "count");
+    const Value* count = Decoder::child(Decoder::child(r, "series"), "count");
     if (count == nullptr) count = Decoder::child(r, "deprecatedCount");
     e.count = count != nullptr ? count->as_int().value_or(0) : 0;
     e.first_timestamp = Decoder::str(r, "deprecatedFirstTimestamp");
@@ -28,11 +28,11 @@ std::optional<Event> as_event(const Document& doc) {
     e.source_component = Decoder::str(r, "reportingController");
     e.source_host = Decoder::str(Decoder::child(r, "deprecatedSource"), "host");
   } else {
-    const Node* count = Decoder::child(r, "count");
+    const Value* count = Decoder::child(r, "count");
     e.count = count != nullptr ? count->as_int().value_or(0) : 0;
     e.first_timestamp = Decoder::str(r, "firstTimestamp");
     e.last_timestamp = Decoder::str(r, "lastTimestamp");
-    const Node* source = Decoder::child(r, "source");
+    const Value* source = Decoder::child(r, "source");
     e.source_component = Decoder::str(source, "component");
     if (e.source_component.empty()) e.source_component = Decoder::str(r, "reportingComponent");
     e.source_host = Decoder::str(source, "host");
@@ -45,13 +45,13 @@ std::optional<PrometheusRule> as_prometheus_rule(const Document& doc) {
   std::vector<Issue> ignored;
   Decoder d(&ignored);
   PrometheusRule out;
-  const Node* spec = d.map(doc.root, "spec", "");
-  for (const Node& g : d.seq(spec, "groups", ".spec")) {
+  const Value* spec = d.map(doc.root, "spec", "");
+  for (const Value& g : d.seq(spec, "groups", ".spec")) {
     PrometheusRuleGroup group;
     group.name = Decoder::str(&g, "name");
     group.interval = d.text(&g, "interval", ".spec.groups[]");
     group.line = g.line();
-    for (const Node& r : d.seq(&g, "rules", ".spec.groups[]")) {
+    for (const Value& r : d.seq(&g, "rules", ".spec.groups[]")) {
       PrometheusRuleEntry rule;
       rule.alert = d.text(&r, "alert", ".spec.groups[].rules[]");
       rule.record = d.text(&r, "record", ".spec.groups[].rules[]");

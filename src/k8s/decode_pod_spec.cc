@@ -6,11 +6,11 @@ namespace kgpu::k8s::detail {
 
 namespace {
 
-std::vector<NodeSelectorRequirement> node_requirements(const Node* term, std::string_view key) {
+std::vector<NodeSelectorRequirement> node_requirements(const Value* term, std::string_view key) {
   std::vector<NodeSelectorRequirement> out;
-  const Node* list = Decoder::child(term, key);
+  const Value* list = Decoder::child(term, key);
   if (list == nullptr) return out;
-  for (const Node& r : list->items()) {
+  for (const Value& r : list->items()) {
     out.push_back(NodeSelectorRequirement{Decoder::str(&r, "key"), Decoder::str(&r, "operator"),
                                           Decoder::views(&r, "values"), r.line()});
   }
@@ -21,7 +21,7 @@ Probe decode_probe(Decoder& d, const Entry& e, std::string_view path) {
   Probe p;
   p.line = e.key_line();
   const std::string sub = fmt::format("{}.{}", path, e.key());
-  const Node* m = &e.value();
+  const Value* m = &e.value();
   p.initial_delay_seconds = d.integer(m, "initialDelaySeconds", sub);
   p.period_seconds = d.integer(m, "periodSeconds", sub);
   p.timeout_seconds = d.integer(m, "timeoutSeconds", sub);
@@ -30,7 +30,7 @@ Probe decode_probe(Decoder& d, const Entry& e, std::string_view path) {
   return p;
 }
 
-Container decode_container(Decoder& d, const Node& c, const std::string& path) {
+Container decode_container(Decoder& d, const Value& c, const std::string& path) {
   Container out;
   out.line = c.line();
   out.raw = &c;
@@ -40,9 +40,9 @@ Container decode_container(Decoder& d, const Node& c, const std::string& path) {
   out.args = d.texts(&c, "args", path);
   out.restart_policy = d.text(&c, "restartPolicy", path);
   size_t i = 0;
-  const std::span<const Node> env = d.seq(&c, "env", path);
+  const std::span<const Value> env = d.seq(&c, "env", path);
   out.env.reserve(env.size());
-  for (const Node& e : env) {
+  for (const Value& e : env) {
     const std::string sub = fmt::format("{}.env[{}]", path, i++);
     EnvVar v;
     v.name = Decoder::str(&e, "name");
@@ -54,21 +54,21 @@ Container decode_container(Decoder& d, const Node& c, const std::string& path) {
   if (const Entry* r = Decoder::entry(&c, "resources")) {
     out.resources.line = r->key_line();
     const std::string sub = path + ".resources";
-    const Node* m = d.map(&c, "resources", path);
+    const Value* m = d.map(&c, "resources", path);
     out.resources.requests = d.quantities(m, "requests", sub);
     out.resources.limits = d.quantities(m, "limits", sub);
-    for (const Node& claim : d.seq(m, "claims", sub)) {
+    for (const Value& claim : d.seq(m, "claims", sub)) {
       out.resources.claims.push_back(Text{Decoder::str(&claim, "name"), claim.line()});
     }
   }
-  const std::span<const Node> mounts = d.seq(&c, "volumeMounts", path);
+  const std::span<const Value> mounts = d.seq(&c, "volumeMounts", path);
   out.volume_mounts.reserve(mounts.size());
-  for (const Node& m : mounts) {
+  for (const Value& m : mounts) {
     VolumeMount v{Decoder::str(&m, "name"), Decoder::str(&m, "mountPath"), false, m.line()};
-    if (const Node* ro = Decoder::child(&m, "readOnly")) v.read_only = ro->as_bool().value_or(false);
+    if (const Value* ro = Decoder::child(&m, "readOnly")) v.read_only = ro->as_bool().value_or(false);
     out.volume_mounts.push_back(v);
   }
-  if (const Node* sc = d.map(&c, "securityContext", path)) {
+  if (const Value* sc = d.map(&c, "securityContext", path)) {
     out.privileged = d.boolean(sc, "privileged", path + ".securityContext");
   }
   for (const auto& [key, probe] :
@@ -81,12 +81,12 @@ Container decode_container(Decoder& d, const Node& c, const std::string& path) {
   return out;
 }
 
-Volume decode_volume(Decoder& d, const Node& v, const std::string& path) {
+Volume decode_volume(Decoder& d, const Value& v, const std::string& path) {
   Volume out;
   out.line = v.line();
   out.raw = &v;
   out.name = Decoder::str(&v, "name");
-  if (const Node* h = d.map(&v, "hostPath", path)) out.host_path = d.text(h, "path", path + ".hostPath");
+  if (const Value* h = d.map(&v, "hostPath", path)) out.host_path = d.text(h, "path", path + ".hostPath");
   if (const Entry* e = v.find_entry("emptyDir")) {
     out.empty_dir = true;
     if (e->value().is_map()) {
@@ -96,15 +96,15 @@ Volume decode_volume(Decoder& d, const Node& v, const std::string& path) {
       }
     }
   }
-  if (const Node* p = d.map(&v, "persistentVolumeClaim", path)) {
+  if (const Value* p = d.map(&v, "persistentVolumeClaim", path)) {
     out.persistent_volume_claim = d.text(p, "claimName", path + ".persistentVolumeClaim");
   }
-  if (const Node* s = d.map(&v, "secret", path)) out.secret = d.text(s, "secretName", path + ".secret");
-  if (const Node* c = d.map(&v, "configMap", path)) out.config_map = d.text(c, "name", path + ".configMap");
+  if (const Value* s = d.map(&v, "secret", path)) out.secret = d.text(s, "secretName", path + ".secret");
+  if (const Value* c = d.map(&v, "configMap", path)) out.config_map = d.text(c, "name", path + ".configMap");
   return out;
 }
 
-ContainerState decode_state(const Node* parent, std::string_view key) {
+ContainerState decode_state(const Value* parent, std::string_view key) {
   ContainerState out;
   const Entry* e = Decoder::entry(parent, key);
   if (e == nullptr) return out;
@@ -114,7 +114,7 @@ ContainerState decode_state(const Node* parent, std::string_view key) {
     out.state = s.key();
     out.reason = Decoder::str(&s.value(), "reason");
     out.message = Decoder::str(&s.value(), "message");
-    if (const Node* code = Decoder::child(&s.value(), "exitCode")) out.exit_code = code->as_int();
+    if (const Value* code = Decoder::child(&s.value(), "exitCode")) out.exit_code = code->as_int();
     break;
   }
   return out;
@@ -123,37 +123,37 @@ ContainerState decode_state(const Node* parent, std::string_view key) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-LabelSelector decode_label_selector(Decoder& d, const Node* parent, std::string_view key, std::string_view path) {
+LabelSelector decode_label_selector(Decoder& d, const Value* parent, std::string_view key, std::string_view path) {
   LabelSelector s;
   const Entry* e = Decoder::entry(parent, key);
   if (e == nullptr) return s;
   s.line = e->key_line();
-  const Node* m = d.map(parent, key, path);
+  const Value* m = d.map(parent, key, path);
   if (m == nullptr) return s;
   const std::string sub = fmt::format("{}.{}", path, key);
   s.match_labels = d.strings(m, "matchLabels", sub);
-  for (const Node& r : d.seq(m, "matchExpressions", sub)) {
+  for (const Value& r : d.seq(m, "matchExpressions", sub)) {
     s.match_expressions.push_back(LabelSelectorRequirement{Decoder::str(&r, "key"), Decoder::str(&r, "operator"),
                                                            Decoder::views(&r, "values"), r.line()});
   }
   return s;
 }
 
-std::vector<Condition> decode_conditions(Decoder& d, const Node* parent, std::string_view path) {
+std::vector<Condition> decode_conditions(Decoder& d, const Value* parent, std::string_view path) {
   std::vector<Condition> out;
-  const std::span<const Node> items = d.seq(parent, "conditions", path);
+  const std::span<const Value> items = d.seq(parent, "conditions", path);
   out.reserve(items.size());
-  for (const Node& c : items) {
+  for (const Value& c : items) {
     out.push_back(Condition{Decoder::str(&c, "type"), Decoder::str(&c, "status"), Decoder::str(&c, "reason"),
                             Decoder::str(&c, "message"), Decoder::str(&c, "lastTransitionTime"), c.line()});
   }
   return out;
 }
 
-PodSpec decode_pod_spec(Decoder& d, const Node* parent, std::string_view path) {
+PodSpec decode_pod_spec(Decoder& d, const Value* parent, std::string_view path) {
   PodSpec s;
   const Entry* se = Decoder::entry(parent, "spec");
-  const Node* spec = d.map(parent, "spec", path);
+  const Value* spec = d.map(parent, "spec", path);
   if (se == nullptr || spec == nullptr) return s;
   s.line = se->key_line();
   const std::string p = fmt::format("{}.spec", path);
@@ -161,19 +161,19 @@ PodSpec decode_pod_spec(Decoder& d, const Node* parent, std::string_view path) {
   s.node_selector = d.strings(spec, "nodeSelector", p, &s.node_selector_line);
   s.affinity = d.map(spec, "affinity", p);
   if (s.affinity != nullptr) {
-    const Node* terms =
+    const Value* terms =
         s.affinity->at({"nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"});
     if (terms != nullptr) {
-      for (const Node& t : terms->items()) {
+      for (const Value& t : terms->items()) {
         s.required_node_affinity.push_back(NodeSelectorTerm{node_requirements(&t, "matchExpressions"),
                                                             node_requirements(&t, "matchFields"), t.line()});
       }
     }
   }
   size_t i = 0;
-  const std::span<const Node> tolerations = d.seq(spec, "tolerations", p);
+  const std::span<const Value> tolerations = d.seq(spec, "tolerations", p);
   s.tolerations.reserve(tolerations.size());
-  for (const Node& t : tolerations) {
+  for (const Value& t : tolerations) {
     const std::string sub = fmt::format("{}.tolerations[{}]", p, i++);
     Toleration tol{Decoder::str(&t, "key"),
                    Decoder::str(&t, "operator"),
@@ -184,31 +184,31 @@ PodSpec decode_pod_spec(Decoder& d, const Node* parent, std::string_view path) {
     s.tolerations.push_back(tol);
   }
   i = 0;
-  const std::span<const Node> containers = d.seq(spec, "containers", p);
+  const std::span<const Value> containers = d.seq(spec, "containers", p);
   s.containers.reserve(containers.size());
-  for (const Node& c : containers) {
+  for (const Value& c : containers) {
     s.containers.push_back(decode_container(d, c, fmt::format("{}.containers[{}]", p, i++)));
   }
   i = 0;
-  const std::span<const Node> init_containers = d.seq(spec, "initContainers", p);
+  const std::span<const Value> init_containers = d.seq(spec, "initContainers", p);
   s.init_containers.reserve(init_containers.size());
-  for (const Node& c : init_containers) {
+  for (const Value& c : init_containers) {
     s.init_containers.push_back(decode_container(d, c, fmt::format("{}.initContainers[{}]", p, i++)));
   }
   i = 0;
-  const std::span<const Node> volumes = d.seq(spec, "volumes", p);
+  const std::span<const Value> volumes = d.seq(spec, "volumes", p);
   s.volumes.reserve(volumes.size());
-  for (const Node& v : volumes)
+  for (const Value& v : volumes)
     s.volumes.push_back(decode_volume(d, v, fmt::format("{}.volumes[{}]", p, i++)));
   s.priority_class_name = d.text(spec, "priorityClassName", p);
   s.priority = d.integer(spec, "priority", p);
-  for (const Node& c : d.seq(spec, "resourceClaims", p)) {
+  for (const Value& c : d.seq(spec, "resourceClaims", p)) {
     PodResourceClaim rc;
     rc.name = Decoder::str(&c, "name");
     rc.resource_claim_name = d.text(&c, "resourceClaimName", p + ".resourceClaims");
     rc.resource_claim_template_name = d.text(&c, "resourceClaimTemplateName", p + ".resourceClaims");
     // v1alpha2-era pods nested the two names under `source:`.
-    if (const Node* src = Decoder::child(&c, "source")) {
+    if (const Value* src = Decoder::child(&c, "source")) {
       if (!rc.resource_claim_name)
         rc.resource_claim_name = d.text(src, "resourceClaimName", p + ".resourceClaims.source");
       if (!rc.resource_claim_template_name) {
@@ -225,16 +225,16 @@ PodSpec decode_pod_spec(Decoder& d, const Node* parent, std::string_view path) {
   return s;
 }
 
-std::vector<ContainerStatus> decode_statuses(Decoder& d, const Node* status, std::string_view key,
+std::vector<ContainerStatus> decode_statuses(Decoder& d, const Value* status, std::string_view key,
                                              std::string_view path) {
   std::vector<ContainerStatus> out;
-  const std::span<const Node> items = d.seq(status, key, path);
+  const std::span<const Value> items = d.seq(status, key, path);
   out.reserve(items.size());
-  for (const Node& c : items) {
+  for (const Value& c : items) {
     ContainerStatus s;
     s.name = Decoder::str(&c, "name");
-    if (const Node* r = Decoder::child(&c, "ready")) s.ready = r->as_bool().value_or(false);
-    if (const Node* r = Decoder::child(&c, "restartCount")) s.restart_count = r->as_int().value_or(0);
+    if (const Value* r = Decoder::child(&c, "ready")) s.ready = r->as_bool().value_or(false);
+    if (const Value* r = Decoder::child(&c, "restartCount")) s.restart_count = r->as_int().value_or(0);
     s.image = Decoder::str(&c, "image");
     s.state = decode_state(&c, "state");
     s.last_state = decode_state(&c, "lastState");
@@ -244,10 +244,10 @@ std::vector<ContainerStatus> decode_statuses(Decoder& d, const Node* status, std
   return out;
 }
 
-PodTemplate decode_template(Decoder& d, const Node* parent, std::string_view path) {
+PodTemplate decode_template(Decoder& d, const Value* parent, std::string_view path) {
   PodTemplate t;
   const Entry* e = Decoder::entry(parent, "template");
-  const Node* m = d.map(parent, "template", path);
+  const Value* m = d.map(parent, "template", path);
   if (e == nullptr || m == nullptr) return t;
   t.line = e->key_line();
   if (const Entry* meta = Decoder::entry(m, "metadata")) t.metadata = decode_meta(&meta->value(), meta->key_line());

@@ -8,9 +8,9 @@ using namespace detail;  // NOLINT: the shared decoder (k8s/decode.h)
 
 namespace {
 
-Job decode_job(Decoder& d, const Node* root, std::string_view path) {
+Job decode_job(Decoder& d, const Value* root, std::string_view path) {
   Job j;
-  const Node* spec = d.map(root, "spec", path);
+  const Value* spec = d.map(root, "spec", path);
   const std::string p = fmt::format("{}.spec", path);
   j.parallelism = d.integer(spec, "parallelism", p);
   j.completions = d.integer(spec, "completions", p);
@@ -21,7 +21,7 @@ Job decode_job(Decoder& d, const Node* root, std::string_view path) {
   j.suspend = d.boolean(spec, "suspend", p);
   j.selector = decode_label_selector(d, spec, "selector", p);
   j.pod_template = decode_template(d, spec, p);
-  if (const Node* status = d.map(root, "status", path)) {
+  if (const Value* status = d.map(root, "status", path)) {
     const std::string sp = fmt::format("{}.status", path);
     j.status.active = d.integer(status, "active", sp);
     j.status.succeeded = d.integer(status, "succeeded", sp);
@@ -42,11 +42,11 @@ std::optional<Workload> as_workload(const Document& doc) {
   }
   Workload w;
   Decoder d(&w.issues);
-  const Node* spec = d.map(doc.root, "spec", "");
+  const Value* spec = d.map(doc.root, "spec", "");
   w.replicas = d.integer(spec, "replicas", ".spec");
   w.selector = decode_label_selector(d, spec, "selector", ".spec");
   const char* strategy = deployment ? "strategy" : "updateStrategy";
-  if (const Node* s = d.map(spec, strategy, ".spec"))
+  if (const Value* s = d.map(spec, strategy, ".spec"))
     w.strategy_type = d.text(s, "type", fmt::format(".spec.{}", strategy));
   w.pod_template = decode_template(d, spec, ".spec");
   return w;
@@ -65,7 +65,7 @@ std::optional<CronJob> as_cron_job(const Document& doc) {
   if (!is_kind(doc, "CronJob")) return std::nullopt;
   CronJob c;
   Decoder d(&c.issues);
-  const Node* spec = d.map(doc.root, "spec", "");
+  const Value* spec = d.map(doc.root, "spec", "");
   c.schedule = d.text(spec, "schedule", ".spec");
   c.concurrency_policy = d.text(spec, "concurrencyPolicy", ".spec");
   c.suspend = d.boolean(spec, "suspend", ".spec");
@@ -82,12 +82,12 @@ std::optional<PodDisruptionBudget> as_pod_disruption_budget(const Document& doc)
   std::vector<Issue> ignored;
   Decoder d(&ignored);
   PodDisruptionBudget p;
-  const Node* spec = d.map(doc.root, "spec", "");
+  const Value* spec = d.map(doc.root, "spec", "");
   p.min_available = d.int_or_string(spec, "minAvailable", ".spec");
   p.max_unavailable = d.int_or_string(spec, "maxUnavailable", ".spec");
   p.selector = decode_label_selector(d, spec, "selector", ".spec");
   p.unhealthy_pod_eviction_policy = d.text(spec, "unhealthyPodEvictionPolicy", ".spec");
-  const Node* status = d.map(doc.root, "status", "");
+  const Value* status = d.map(doc.root, "status", "");
   p.disruptions_allowed = d.integer(status, "disruptionsAllowed", ".status");
   p.current_healthy = d.integer(status, "currentHealthy", ".status");
   p.desired_healthy = d.integer(status, "desiredHealthy", ".status");
@@ -100,18 +100,18 @@ std::optional<HorizontalPodAutoscaler> as_horizontal_pod_autoscaler(const Docume
   std::vector<Issue> ignored;
   Decoder d(&ignored);
   HorizontalPodAutoscaler h;
-  const Node* spec = d.map(doc.root, "spec", "");
-  const Node* ref = Decoder::child(spec, "scaleTargetRef");
+  const Value* spec = d.map(doc.root, "spec", "");
+  const Value* ref = Decoder::child(spec, "scaleTargetRef");
   h.scale_target_ref = {Decoder::str(ref, "apiVersion"), Decoder::str(ref, "kind"), Decoder::str(ref, "name")};
   h.min_replicas = d.integer(spec, "minReplicas", ".spec");
   h.max_replicas = d.integer(spec, "maxReplicas", ".spec");
-  for (const Node& m : d.seq(spec, "metrics", ".spec")) {
+  for (const Value& m : d.seq(spec, "metrics", ".spec")) {
     MetricSpec ms;
     ms.type = Decoder::str(&m, "type");
     ms.line = m.line();
     // The source's key is the type with a lower-case first letter: resource, containerResource, pods, object, external.
     for (const char* key : {"resource", "containerResource", "pods", "object", "external"}) {
-      const Node* src = Decoder::child(&m, key);
+      const Value* src = Decoder::child(&m, key);
       if (src == nullptr) continue;
       ms.name = Decoder::str(src, "name");
       if (ms.name.empty()) ms.name = Decoder::str(Decoder::child(src, "metric"), "name");

@@ -30,30 +30,30 @@ bool looks_like_json(std::string_view source, std::string_view text) {
 // -----------------------------------------------------------------------------------------------
 // Node
 
-const char* node_type_name(NodeType t) {
+const char* node_type_name(ValueType t) {
   switch (t) {
-    case NodeType::kNull:
+    case ValueType::kNull:
       return "null";
-    case NodeType::kBool:
+    case ValueType::kBool:
       return "bool";
-    case NodeType::kNumber:
+    case ValueType::kNumber:
       return "number";
-    case NodeType::kString:
+    case ValueType::kString:
       return "string";
-    case NodeType::kMap:
+    case ValueType::kMap:
       return "map";
-    case NodeType::kSeq:
+    case ValueType::kSeq:
       return "list";
   }
   return "null";
 }
 
-std::span<const Entry> Node::entries() const {
+std::span<const Entry> Value::entries() const {
   if (!is_map() || size_ == 0) return {};
   return {static_cast<const Entry*>(data_), size_};
 }
 
-const Entry* Node::find_entry(std::string_view key) const {
+const Entry* Value::find_entry(std::string_view key) const {
   const auto all = entries();
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (it->key() == key) return &*it;
@@ -61,13 +61,13 @@ const Entry* Node::find_entry(std::string_view key) const {
   return nullptr;
 }
 
-const Node* Node::find(std::string_view key) const {
+const Value* Value::find(std::string_view key) const {
   const Entry* e = find_entry(key);
   return e != nullptr ? &e->value() : nullptr;
 }
 
-const Node* Node::at(std::initializer_list<std::string_view> path) const {
-  const Node* n = this;
+const Value* Value::at(std::initializer_list<std::string_view> path) const {
+  const Value* n = this;
   for (std::string_view key : path) {
     n = n->find(key);
     if (n == nullptr) return nullptr;
@@ -75,13 +75,13 @@ const Node* Node::at(std::initializer_list<std::string_view> path) const {
   return n;
 }
 
-std::span<const Node> Node::items() const {
+std::span<const Value> Value::items() const {
   if (!is_seq() || size_ == 0) return {};
-  return {static_cast<const Node*>(data_), size_};
+  return {static_cast<const Value*>(data_), size_};
 }
 
-std::optional<int64_t> Node::as_int(bool allow_string) const {
-  if (type() != NodeType::kNumber && !(allow_string && type() == NodeType::kString)) return std::nullopt;
+std::optional<int64_t> Value::as_int(bool allow_string) const {
+  if (type() != ValueType::kNumber && !(allow_string && type() == ValueType::kString)) return std::nullopt;
   const std::string_view s = text();
   const char* b = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
   int64_t v = 0;
@@ -90,8 +90,8 @@ std::optional<int64_t> Node::as_int(bool allow_string) const {
   return std::nullopt;
 }
 
-std::optional<double> Node::as_double() const {
-  if (type() != NodeType::kNumber) return std::nullopt;
+std::optional<double> Value::as_double() const {
+  if (type() != ValueType::kNumber) return std::nullopt;
   const std::string_view s = text();
   const char* b = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
   double v = 0;
@@ -100,21 +100,21 @@ std::optional<double> Node::as_double() const {
   return v;
 }
 
-std::optional<bool> Node::as_bool() const {
-  if (type() != NodeType::kBool) return std::nullopt;
+std::optional<bool> Value::as_bool() const {
+  if (type() != ValueType::kBool) return std::nullopt;
   return yaml11_bool(text());
 }
 
 // -----------------------------------------------------------------------------------------------
 // Documents
 
-ObjectMeta decode_meta(const Node* metadata, int key_line) {
+ObjectMeta decode_meta(const Value* metadata, int key_line) {
   ObjectMeta m;
   if (metadata == nullptr) return m;
   m.line = key_line;
   if (!metadata->is_map()) return m;
   const auto str = [&](std::string_view key) {
-    const Node* n = metadata->find(key);
+    const Value* n = metadata->find(key);
     return n != nullptr && n->is_scalar() && !n->is_null() ? n->text() : std::string_view();
   };
   m.name = str("name");
@@ -123,7 +123,7 @@ ObjectMeta decode_meta(const Node* metadata, int key_line) {
   m.uid = str("uid");
   m.creation_timestamp = str("creationTimestamp");
   if (const Entry* e = metadata->find_entry("name")) m.name_line = e->key_line();
-  const auto string_map = [](const Node* n, StringMap* out) {
+  const auto string_map = [](const Value* n, StringMap* out) {
     if (n == nullptr || n->size() == 0) return;
     std::vector<StringMap::value_type> kv;
     kv.reserve(n->size());
@@ -137,20 +137,20 @@ ObjectMeta decode_meta(const Node* metadata, int key_line) {
     string_map(&e->value(), &m.labels);
   }
   string_map(metadata->find("annotations"), &m.annotations);
-  if (const Node* refs = metadata->find("ownerReferences")) {
+  if (const Value* refs = metadata->find("ownerReferences")) {
     m.owner_references.reserve(refs->items().size());
-    for (const Node& r : refs->items()) {
+    for (const Value& r : refs->items()) {
       OwnerReference o;
       o.line = r.line();
       const auto field = [&](std::string_view key) {
-        const Node* n = r.find(key);
+        const Value* n = r.find(key);
         return n != nullptr && n->is_scalar() ? n->text() : std::string_view();
       };
       o.api_version = field("apiVersion");
       o.kind = field("kind");
       o.name = field("name");
       o.uid = field("uid");
-      if (const Node* c = r.find("controller")) o.controller = c->as_bool().value_or(false);
+      if (const Value* c = r.find("controller")) o.controller = c->as_bool().value_or(false);
       m.owner_references.push_back(o);
     }
   }

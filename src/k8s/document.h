@@ -52,9 +52,9 @@
 
 namespace kgpu::k8s {
 
-enum class NodeType : uint8_t { kNull, kBool, kNumber, kString, kMap, kSeq };
+enum class ValueType : uint8_t { kNull, kBool, kNumber, kString, kMap, kSeq };
 
-const char* node_type_name(NodeType t);  // null | bool | number | string | map | list
+const char* node_type_name(ValueType t);  // null | bool | number | string | map | list
 
 class Entry;
 
@@ -62,15 +62,15 @@ class Entry;
 // Scalars keep their text as written ("0.5", "true", "1e3"); YAML plain scalars are typed the way
 // Kubernetes' YAML reader (YAML 1.1) types them: null/~/empty, true/false/yes/no/on/off, numbers;
 // quoted scalars are strings.
-class Node {
+class Value {
  public:
-  NodeType type() const { return static_cast<NodeType>(type_); }
+  ValueType type() const { return static_cast<ValueType>(type_); }
   int line() const { return static_cast<int>(line_); }
-  bool is_null() const { return type() == NodeType::kNull; }
-  bool is_map() const { return type() == NodeType::kMap; }
-  bool is_seq() const { return type() == NodeType::kSeq; }
-  bool is_scalar() const { return type() != NodeType::kMap && type() != NodeType::kSeq; }
-  bool is_string() const { return type() == NodeType::kString; }
+  bool is_null() const { return type() == ValueType::kNull; }
+  bool is_map() const { return type() == ValueType::kMap; }
+  bool is_seq() const { return type() == ValueType::kSeq; }
+  bool is_scalar() const { return type() != ValueType::kMap && type() != ValueType::kSeq; }
+  bool is_string() const { return type() == ValueType::kString; }
 
   // The text of a scalar; "" for mappings and sequences.
   std::string_view text() const { return is_scalar() ? std::string_view(static_cast<const char*>(data_), size_) : ""; }
@@ -81,12 +81,12 @@ class Node {
   // duplicates), nullptr when absent or when this is not a mapping.
   std::span<const Entry> entries() const;
   const Entry* find_entry(std::string_view key) const;
-  const Node* find(std::string_view key) const;
+  const Value* find(std::string_view key) const;
   // find() along a path of keys: node.at({"spec", "template", "spec"}).
-  const Node* at(std::initializer_list<std::string_view> path) const;
+  const Value* at(std::initializer_list<std::string_view> path) const;
 
   // Sequence access; empty for non-sequences.
-  std::span<const Node> items() const;
+  std::span<const Value> items() const;
 
   // Typed reads of scalars; nullopt when the type does not fit. as_int accepts integral numbers
   // written as integers ("3", not "3.0": Go rejects those for int fields), and integral strings with
@@ -107,14 +107,14 @@ class Entry {
  public:
   std::string_view key() const { return {key_, key_size_}; }
   int key_line() const { return static_cast<int>(key_line_); }
-  const Node& value() const { return value_; }
+  const Value& value() const { return value_; }
 
  private:
   friend class TreeBuilder;
   const char* key_ = nullptr;
   uint32_t key_size_ = 0;
   uint32_t key_line_ = 0;
-  Node value_;
+  Value value_;
 };
 
 // The storage behind a load: the input text, decoded strings and node arrays. Opaque.
@@ -235,7 +235,7 @@ struct ObjectMeta {
 };
 
 // metadata-like fields of any mapping (a Document's metadata or a pod template's).
-ObjectMeta decode_meta(const Node* metadata, int key_line);
+ObjectMeta decode_meta(const Value* metadata, int key_line);
 
 struct Document {
   std::string_view source;  // file name, or "<stdin>"
@@ -243,7 +243,7 @@ struct Document {
   std::string_view api_version;
   std::string_view kind;
   ObjectMeta metadata;
-  const Node* root = nullptr;  // the object mapping: never null in a loaded Document
+  const Value* root = nullptr;  // the object mapping: never null in a loaded Document
   std::shared_ptr<const Tree> tree;
 
   std::string_view api_group() const;         // "" for the core group ("v1")

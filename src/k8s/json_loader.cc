@@ -36,7 +36,7 @@ class JsonScanner {
       : tree_(tree), p_(text.data()), end_(text.data() + text.size()), keep_(keep) {}
 
   // The next top-level value into *out: true; false at the end of input or on an error (error() set).
-  bool next(Node* out) {
+  bool next(Value* out) {
     skip_ws();
     if (p_ == end_) return false;
     return value(out, 0);
@@ -68,7 +68,7 @@ class JsonScanner {
     }
   }
 
-  bool value(Node* out, int depth) {
+  bool value(Value* out, int depth) {
     if (depth > kMaxDepth) return fail_here(fmt::format("nesting deeper than {} levels", kMaxDepth));
     if (p_ == end_) return fail_here("unexpected end of input: expected a value");
     switch (*p_) {
@@ -80,21 +80,21 @@ class JsonScanner {
         const size_t line = line_;
         std::string_view s;
         if (!string(&s)) return false;
-        *out = TreeBuilder::scalar(NodeType::kString, s, line);
+        *out = TreeBuilder::scalar(ValueType::kString, s, line);
         return true;
       }
       case 't':
-        return literal("true", NodeType::kBool, out);
+        return literal("true", ValueType::kBool, out);
       case 'f':
-        return literal("false", NodeType::kBool, out);
+        return literal("false", ValueType::kBool, out);
       case 'n':
-        return literal("null", NodeType::kNull, out);
+        return literal("null", ValueType::kNull, out);
       default:
         return number(out);
     }
   }
 
-  bool literal(std::string_view word, NodeType type, Node* out) {
+  bool literal(std::string_view word, ValueType type, Value* out) {
     if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) {
       return fail_here(fmt::format("unexpected {}: expected a value", found()));
     }
@@ -103,7 +103,7 @@ class JsonScanner {
     return true;
   }
 
-  bool number(Node* out) {
+  bool number(Value* out) {
     const char* start = p_;
     if (p_ != end_ && *p_ == '-') ++p_;
     if (p_ == end_ || !is_digit(*p_)) {
@@ -126,7 +126,7 @@ class JsonScanner {
       if (p_ == end_ || !is_digit(*p_)) return fail_here("bad number: expected a digit in the exponent");
       while (p_ != end_ && is_digit(*p_)) ++p_;
     }
-    *out = TreeBuilder::scalar(NodeType::kNumber, std::string_view(start, p_ - start), line_);
+    *out = TreeBuilder::scalar(ValueType::kNumber, std::string_view(start, p_ - start), line_);
     return true;
   }
 
@@ -229,7 +229,7 @@ class JsonScanner {
     return true;
   }
 
-  bool object(Node* out, int depth) {
+  bool object(Value* out, int depth) {
     const size_t line = line_;
     ++p_;
     const size_t base = entries_.size();
@@ -246,7 +246,7 @@ class JsonScanner {
         if (p_ == end_ || *p_ != ':') return fail_here(fmt::format("unexpected {}: expected ':' after a key", found()));
         ++p_;
         skip_ws();
-        Node v;
+        Value v;
         filter_items_ = keep_ && depth == 0 && key == "items";
         if (!value(&v, depth + 1)) return false;
         filter_items_ = false;
@@ -270,7 +270,7 @@ class JsonScanner {
     return true;
   }
 
-  bool array(Node* out, int depth) {
+  bool array(Value* out, int depth) {
     const size_t line = line_;
     ++p_;
     const size_t base = items_.size();
@@ -281,12 +281,12 @@ class JsonScanner {
       ++p_;
     } else {
       while (true) {
-        Node v;
+        Value v;
         const Tree::Mark before = tree_.mark();
         if (!value(&v, depth + 1)) return false;
         bool dropped = false;
         if (filter && v.is_map()) {
-          if (const Node* kind = v.find("kind"); kind != nullptr && kind->is_string() && !keep_(kind->text())) {
+          if (const Value* kind = v.find("kind"); kind != nullptr && kind->is_string() && !keep_(kind->text())) {
             tree_.rewind(before);
             dropped = true;
           }
@@ -317,7 +317,7 @@ class JsonScanner {
   size_t line_ = 1;
   std::string error_;
   std::vector<Entry> entries_;
-  std::vector<Node> items_;
+  std::vector<Value> items_;
   const KindFilter& keep_;
   bool filter_items_ = false;  // the next value is a top-level object's `items`
 };
@@ -327,7 +327,7 @@ class JsonScanner {
 void load_json(const std::shared_ptr<Tree>& tree, LoadResult* out, const KindFilter& keep) {
   DocumentSink sink(tree, out, true, keep);
   JsonScanner scanner(*tree, tree->text(), keep);
-  Node node;
+  Value node;
   while (scanner.next(&node)) sink.add(node, true);
   if (!scanner.error().empty()) sink.error(scanner.line(), scanner.error());
 }

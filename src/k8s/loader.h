@@ -87,31 +87,31 @@ class TreeBuilder {
  public:
   static constexpr uint32_t kMaxLine = (1u << 28) - 1;
 
-  static Node scalar(NodeType type, std::string_view text, size_t line) {
-    Node n;
+  static Value scalar(ValueType type, std::string_view text, size_t line) {
+    Value n;
     n.type_ = static_cast<uint32_t>(type);
     n.data_ = text.data();
     n.size_ = static_cast<uint32_t>(text.size());
     n.line_ = clamp_line(line);
     return n;
   }
-  static Node map(const Entry* entries, size_t count, size_t line) {
-    Node n;
-    n.type_ = static_cast<uint32_t>(NodeType::kMap);
+  static Value map(const Entry* entries, size_t count, size_t line) {
+    Value n;
+    n.type_ = static_cast<uint32_t>(ValueType::kMap);
     n.data_ = entries;
     n.size_ = static_cast<uint32_t>(count);
     n.line_ = clamp_line(line);
     return n;
   }
-  static Node seq(const Node* items, size_t count, size_t line) {
-    Node n;
-    n.type_ = static_cast<uint32_t>(NodeType::kSeq);
+  static Value seq(const Value* items, size_t count, size_t line) {
+    Value n;
+    n.type_ = static_cast<uint32_t>(ValueType::kSeq);
     n.data_ = items;
     n.size_ = static_cast<uint32_t>(count);
     n.line_ = clamp_line(line);
     return n;
   }
-  static Entry entry(std::string_view key, size_t key_line, const Node& value) {
+  static Entry entry(std::string_view key, size_t key_line, const Value& value) {
     Entry e;
     e.key_ = key.data();
     e.key_size_ = static_cast<uint32_t>(key.size());
@@ -151,28 +151,28 @@ class DocumentSink {
   }
 
   // A top-level value: an object, a List of objects, or (with `arrays`) a sequence of objects.
-  void add(const Node& node, bool top_level) {
+  void add(const Value& node, bool top_level) {
     if (node.is_null()) return;  // an empty YAML document
     if (top_level && arrays_ && node.is_seq()) {
-      for (const Node& item : node.items()) add(item, false);
+      for (const Value& item : node.items()) add(item, false);
       return;
     }
     if (!node.is_map()) {
       error(node.line(), fmt::format("document is not a mapping (found a {})", node_type_name(node.type())));
       return;
     }
-    const Node* kind = node.find("kind");
+    const Value* kind = node.find("kind");
     if (kind == nullptr || !kind->is_string() || kind->text().empty()) {
       error(node.line(), kind == nullptr ? "object has no kind" : "object's kind is not a non-empty string");
       return;
     }
-    const Node* items = node.find("items");
+    const Value* items = node.find("items");
     if (top_level && items != nullptr && kind->text().ends_with("List") && (items->is_seq() || items->is_null())) {
       // One allocation of the right size instead of doublings (each a moment with two copies).
       auto& docs = out_->documents;
       const size_t needed = docs.size() + items->size();
       if (needed > docs.capacity()) docs.reserve(std::max(needed, 2 * docs.capacity()));
-      for (const Node& item : items->items()) {
+      for (const Value& item : items->items()) {
         if (!item.is_map()) {
           error(item.line(),
                 fmt::format("{} item is not a mapping (found a {})", kind->text(), node_type_name(item.type())));
@@ -184,13 +184,13 @@ class DocumentSink {
     }
     if (keep_ && !keep_(kind->text())) return;
     // The root needs a stable address: the arrays it lives in are stable, but a top-level node is a copy.
-    const Node* root = &node;
+    const Value* root = &node;
     if (top_level) root = TreeBuilder::store(*tree_, &node, 1);
     Document doc;
     doc.source = tree_->source();
     doc.line = root->line();
     doc.kind = kind->text();
-    if (const Node* v = root->find("apiVersion"); v != nullptr && v->is_string()) doc.api_version = v->text();
+    if (const Value* v = root->find("apiVersion"); v != nullptr && v->is_string()) doc.api_version = v->text();
     if (const Entry* m = root->find_entry("metadata"); m != nullptr)
       doc.metadata = decode_meta(&m->value(), m->key_line());
     doc.root = root;

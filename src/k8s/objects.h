@@ -212,7 +212,7 @@ struct Container {
   Boxed<Probe> liveness_probe;
   Text restart_policy;  // init containers: "Always" = sidecar
   int line = 0;
-  const Node* raw = nullptr;
+  const Value* raw = nullptr;
 
   bool is_sidecar() const { return restart_policy.value == "Always"; }
 };
@@ -231,7 +231,7 @@ struct Volume {
   Text secret;                   // secretName
   Text config_map;               // name
   int line = 0;
-  const Node* raw = nullptr;
+  const Value* raw = nullptr;
 };
 
 struct PodResourceClaim {
@@ -245,7 +245,7 @@ struct PodSpec {
   Text node_name;
   StringMap node_selector;
   int node_selector_line = 0;
-  const Node* affinity = nullptr;  // raw
+  const Value* affinity = nullptr;  // raw
   // affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms
   std::vector<NodeSelectorTerm> required_node_affinity;
   std::vector<Toleration> tolerations;
@@ -575,14 +575,14 @@ struct DeviceConstraint {
 struct ResourceClaimSpec {
   std::vector<DeviceRequest> requests;
   std::vector<DeviceConstraint> constraints;
-  const Node* config = nullptr;  // raw devices.config
+  const Value* config = nullptr;  // raw devices.config
   int line = 0;
 };
 
 struct ResourceClaim {
   ResourceClaimSpec spec;
   bool allocated = false;  // status.allocation present
-  const Node* allocation = nullptr;
+  const Value* allocation = nullptr;
   std::vector<std::string_view> reserved_for;  // status.reservedFor[].name
 };
 
@@ -600,14 +600,14 @@ std::optional<ResourceClaimTemplate> as_resource_claim_template(const Document& 
 struct DeviceClass {
   std::vector<CelSelector> selectors;
   Text extended_resource_name;
-  const Node* config = nullptr;
+  const Value* config = nullptr;
 };
 
 std::optional<DeviceClass> as_device_class(const Document& doc);
 
 struct DeviceAttribute {
   std::string_view type;  // int | bool | string | version
-  const Node* value = nullptr;
+  const Value* value = nullptr;
   int line = 0;
 };
 

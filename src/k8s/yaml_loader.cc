@@ -48,11 +48,11 @@ bool looks_numeric(std::string_view s) {
   return i == s.size();
 }
 
-NodeType resolve_plain(std::string_view s) {
-  if (is_yaml_null(s)) return NodeType::kNull;
-  if (yaml11_bool(s)) return NodeType::kBool;
-  if (looks_numeric(s)) return NodeType::kNumber;
-  return NodeType::kString;
+ValueType resolve_plain(std::string_view s) {
+  if (is_yaml_null(s)) return ValueType::kNull;
+  if (yaml11_bool(s)) return ValueType::kBool;
+  if (looks_numeric(s)) return ValueType::kNumber;
+  return ValueType::kString;
 }
 
 class YamlConverter {
@@ -64,7 +64,7 @@ class YamlConverter {
 
   // False (error() and error_line() set) when nesting is too deep or the node budget is spent
   // (aliases expand shared nodes once per reference: "billion laughs").
-  bool convert(const YAML::Node& y, size_t fallback_line, Node* out, int depth = 0) {
+  bool convert(const YAML::Node& y, size_t fallback_line, Value* out, int depth = 0) {
     const YAML::Mark mark = y.Mark();
     const size_t line = mark.line >= 0 ? offset_ + static_cast<size_t>(mark.line) + 1 : fallback_line;
     if (depth > kMaxDepth) return fail(line, fmt::format("nesting deeper than {} levels", kMaxDepth));
@@ -72,25 +72,25 @@ class YamlConverter {
     switch (y.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null:
-        *out = TreeBuilder::scalar(NodeType::kNull, {}, line);
+        *out = TreeBuilder::scalar(ValueType::kNull, {}, line);
         return true;
       case YAML::NodeType::Scalar: {
         const std::string& s = y.Scalar();
         const std::string& tag = y.Tag();
-        NodeType type = NodeType::kString;
+        ValueType type = ValueType::kString;
         if (tag == "?")
           type = resolve_plain(s);
         else if (tag == "tag:yaml.org,2002:null")
-          type = NodeType::kNull;
+          type = ValueType::kNull;
         else if (tag == "tag:yaml.org,2002:bool")
-          type = NodeType::kBool;
+          type = ValueType::kBool;
         else if (tag == "tag:yaml.org,2002:int" || tag == "tag:yaml.org,2002:float")
-          type = NodeType::kNumber;
+          type = ValueType::kNumber;
         *out = TreeBuilder::scalar(type, tree_.copy(s), line);
         return true;
       }
       case YAML::NodeType::Sequence: {
-        std::vector<Node> items(y.size());
+        std::vector<Value> items(y.size());
         size_t i = 0;
         for (const auto& item : y) {
           if (!convert(item, line, &items[i++], depth + 1)) return false;
@@ -107,7 +107,7 @@ class YamlConverter {
           if (!take()) return fail(key_line, budget_message());
           // Complex keys (a mapping as a key) are not Kubernetes; keep their text empty.
           const std::string_view key = kv.first.IsScalar() ? tree_.copy(kv.first.Scalar()) : std::string_view();
-          Node v;
+          Value v;
           if (!convert(kv.second, key_line, &v, depth + 1)) return false;
           entries.push_back(TreeBuilder::entry(key, key_line, v));
         }
@@ -218,7 +218,7 @@ void load_yaml(const std::shared_ptr<Tree>& tree, LoadResult* out, const KindFil
     }
     for (const YAML::Node& y : docs) {
       YamlConverter converter(*tree, line - 1, &nodes_left, budget);
-      Node node;
+      Value node;
       bool ok = false;
       try {
         ok = converter.convert(y, line, &node);

@@ -91,7 +91,7 @@ class Emitter {
 };
 
 // The line of `key`'s key in `map`, or 0.
-int key_line(const k8s::Node* map, std::string_view key);
+int key_line(const k8s::Value* map, std::string_view key);
 // The quantity as written in resources.<section>.<name>, or "".
 std::string_view raw_quantity(const k8s::Container& c, std::string_view section, std::string_view name);
 // The line of the document's `spec:` key, or 0.

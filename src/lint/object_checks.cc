@@ -13,7 +13,7 @@ namespace {
 // lines are the source lines after the key's. The tree keeps a scalar's line (the key's), not its
 // style: a multi-line value is taken for a literal block unless the next key comes sooner than its
 // lines would end, or the source is JSON (strings with \n escapes).
-bool is_literal_block(const k8s::Document& doc, const k8s::Node* data, std::string_view key, std::string_view text) {
+bool is_literal_block(const k8s::Document& doc, const k8s::Value* data, std::string_view key, std::string_view text) {
   if (data == nullptr || doc.source.ends_with(".json")) return false;
   const auto newlines = std::count(text.begin(), text.end(), '\n');
   if (newlines == 0) return false;
@@ -118,8 +118,8 @@ void check_deployment(Emitter& e, const k8s::Workload& w, const std::vector<Targ
   };
   if (std::any_of(scaled.begin(), scaled.end(), same)) return;
   if (w.strategy_type.value_or("RollingUpdate") != "RollingUpdate") return;
-  const k8s::Node* strategy = doc.root->at({"spec", "strategy"});
-  if (const k8s::Node* surge = doc.root->at({"spec", "strategy", "rollingUpdate", "maxSurge"})) {
+  const k8s::Value* strategy = doc.root->at({"spec", "strategy"});
+  if (const k8s::Value* surge = doc.root->at({"spec", "strategy", "rollingUpdate", "maxSurge"})) {
     if (surge->as_int(true) == 0 || surge->text() == "0%") return;
   }
   int line = w.strategy_type.line;
@@ -141,7 +141,7 @@ void check_job(Emitter& e, const k8s::Job& job, int line, std::string_view what)
 }
 
 void check_time_slicing(Emitter& e, const k8s::ConfigMap& cm) {
-  const k8s::Node* data = e.doc().root->find("data");
+  const k8s::Value* data = e.doc().root->find("data");
   for (const auto& [key, text] : cm.data) {
     if (!contains(*text, "timeSlicing")) continue;
     YAML::Node config;
@@ -248,7 +248,7 @@ std::vector<TargetKey> inference_targets(std::span<const k8s::Document> docs) {
 }
 
 void check_quota(Emitter& e) {
-  const k8s::Node* hard = e.doc().root->at({"spec", "hard"});
+  const k8s::Value* hard = e.doc().root->at({"spec", "hard"});
   if (hard == nullptr || !hard->is_map()) return;
   for (const k8s::Entry& entry : hard->entries()) {
     std::string_view name = entry.key();

@@ -40,7 +40,7 @@ void check_resources(Emitter& e, const k8s::Container& c) {
   }
   if (c.raw == nullptr) return;
   for (std::string_view section : {"limits", "requests"}) {
-    const k8s::Node* m = c.raw->at({"resources", section});
+    const k8s::Value* m = c.raw->at({"resources", section});
     if (m == nullptr || !m->is_map()) continue;
     for (const k8s::Entry& entry : m->entries()) {
       if (auto fixed = misspelled_gpu_resource(entry.key())) {
@@ -226,14 +226,14 @@ void check_inference(Emitter& e, const PodContext& pod, const k8s::Container& c,
 
 }  // namespace
 
-int key_line(const k8s::Node* map, std::string_view key) {
+int key_line(const k8s::Value* map, std::string_view key) {
   const k8s::Entry* e = map != nullptr ? map->find_entry(key) : nullptr;
   return e != nullptr ? e->key_line() : 0;
 }
 
 std::string_view raw_quantity(const k8s::Container& c, std::string_view section, std::string_view name) {
-  const k8s::Node* m = c.raw != nullptr ? c.raw->at({"resources", section}) : nullptr;
-  const k8s::Node* v = m != nullptr ? m->find(name) : nullptr;
+  const k8s::Value* m = c.raw != nullptr ? c.raw->at({"resources", section}) : nullptr;
+  const k8s::Value* v = m != nullptr ? m->find(name) : nullptr;
   return v != nullptr ? v->text() : std::string_view();
 }
 
@@ -264,9 +264,9 @@ void check_pod(Emitter& e, const PodContext& pod, const Options& options) {
 
 PodContext pod_context(const k8s::Document& doc, const k8s::PodSpec& spec) {
   PodContext p{&spec, spec.line > 0 ? spec.line : doc.line, {}};
-  if (const k8s::Node* templates = doc.root->at({"spec", "volumeClaimTemplates"})) {
-    for (const k8s::Node& t : templates->items()) {
-      if (const k8s::Node* name = t.at({"metadata", "name"})) p.claim_templates.insert(name->text());
+  if (const k8s::Value* templates = doc.root->at({"spec", "volumeClaimTemplates"})) {
+    for (const k8s::Value& t : templates->items()) {
+      if (const k8s::Value* name = t.at({"metadata", "name"})) p.claim_templates.insert(name->text());
     }
   }
   return p;

@@ -19,7 +19,7 @@ std::string strip_replica(const std::string& id, bool* replica) {
 
 }  // namespace
 
-Sampler::Sampler(gpu::Node& node, SamplerOptions options)
+Sampler::Sampler(gpu::NodeGpus& node, SamplerOptions options)
     : node_(node),
       opt_(std::move(options)),
       clock_(opt_.clock != nullptr ? *opt_.clock : Clock::real()),

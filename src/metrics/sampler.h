@@ -48,7 +48,7 @@ struct SamplerOptions {
 
 class Sampler {
  public:
-  Sampler(gpu::Node& node, SamplerOptions options);
+  Sampler(gpu::NodeGpus& node, SamplerOptions options);
   ~Sampler();
 
   // Takes the first sample synchronously (so the page is never empty), then starts the threads.
@@ -94,7 +94,7 @@ class Sampler {
   void sample_loop();
   void poll_loop();
 
-  gpu::Node& node_;
+  gpu::NodeGpus& node_;
   SamplerOptions opt_;
   Clock& clock_;
   kubelet::PodResourcesClient pod_resources_;

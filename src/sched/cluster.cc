@@ -53,7 +53,7 @@ bool Pod::tolerates_unschedulable() const {
 }
 
 namespace {
-bool term_matches(const NodeSelectorTerm& term, const Node& node) {
+bool term_matches(const NodeSelectorTerm& term, const NodeState& node) {
   if (term.match_expressions.empty() && term.match_fields.empty()) return false;
   for (const auto& r : term.match_expressions) {
     const auto it = node.labels.find(r.key);
@@ -67,7 +67,7 @@ bool term_matches(const NodeSelectorTerm& term, const Node& node) {
 }
 }  // namespace
 
-bool Pod::affinity_matches(const Node& node) const {
+bool Pod::affinity_matches(const NodeState& node) const {
   if (required_affinity.empty()) return true;
   return std::any_of(required_affinity.begin(), required_affinity.end(),
                      [&](const NodeSelectorTerm& t) { return term_matches(t, node); });
@@ -78,13 +78,13 @@ bool Pod::affinity_reads_node_name() const {
                      [](const NodeSelectorTerm& t) { return !t.match_fields.empty(); });
 }
 
-int64_t Node::gpu_free_total() const { return std::accumulate(gpu_free.begin(), gpu_free.end(), int64_t{0}); }
+int64_t NodeState::gpu_free_total() const { return std::accumulate(gpu_free.begin(), gpu_free.end(), int64_t{0}); }
 
-int Node::full_free_gpus() const { return static_cast<int>(std::count(gpu_free.begin(), gpu_free.end(), kMilli)); }
+int NodeState::full_free_gpus() const { return static_cast<int>(std::count(gpu_free.begin(), gpu_free.end(), kMilli)); }
 
-int Node::max_gpu_free() const { return gpu_free.empty() ? 0 : *std::max_element(gpu_free.begin(), gpu_free.end()); }
+int NodeState::max_gpu_free() const { return gpu_free.empty() ? 0 : *std::max_element(gpu_free.begin(), gpu_free.end()); }
 
-Cluster::Cluster(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
+Cluster::Cluster(std::vector<NodeState> nodes) : nodes_(std::move(nodes)) {
   for (auto& n : nodes_) {
     n.version = next_version();
     gpu_capacity_ += static_cast<int64_t>(n.gpus()) * kMilli;
@@ -93,7 +93,7 @@ Cluster::Cluster(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
 }
 
 void Cluster::assign(const Pod& pod, const Placement& p) {
-  Node& n = nodes_[p.node];
+  NodeState& n = nodes_[p.node];
   n.cpu_free -= pod.cpu_milli;
   n.memory_free -= pod.memory_mib;
   for (int g : p.gpus) n.gpu_free[g] -= pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
@@ -105,7 +105,7 @@ void Cluster::assign(const Pod& pod, const Placement& p) {
 }
 
 void Cluster::release(const Pod& pod, const Placement& p) {
-  Node& n = nodes_[p.node];
+  NodeState& n = nodes_[p.node];
   n.cpu_free += pod.cpu_milli;
   n.memory_free += pod.memory_mib;
   for (int g : p.gpus) n.gpu_free[g] += pod.num_gpu == 1 ? pod.gpu_milli : kMilli;
@@ -121,7 +121,7 @@ std::string Pod::gpu_tag() const {
   return sharing() ? "share-gpu" : std::to_string(num_gpu) + "-gpu";
 }
 
-std::optional<std::vector<int>> default_gpus(const Pod& pod, const Node& node) {
+std::optional<std::vector<int>> default_gpus(const Pod& pod, const NodeState& node) {
   if (pod.num_gpu == 0) return std::vector<int>{};
   if (pod.sharing()) {
     int best = -1;

@@ -38,7 +38,7 @@ struct NodeSelectorTerm {
   std::vector<NodeSelectorRequirement> match_expressions, match_fields;
 };
 
-struct Node {
+struct NodeState {
   std::string name;
   int64_t cpu_milli = 0, memory_mib = 0;
   std::string gpu_model;
@@ -81,7 +81,7 @@ struct Pod {
   // Whether a cordoned node takes the pod: it tolerates node.kubernetes.io/unschedulable:NoSchedule.
   bool tolerates_unschedulable() const;
   // Whether the required node affinity holds for `node` (true when there is none).
-  bool affinity_matches(const Node& node) const;
+  bool affinity_matches(const NodeState& node) const;
   // Whether the required node affinity reads node names (match_fields).
   bool affinity_reads_node_name() const;
 };
@@ -94,11 +94,11 @@ struct Placement {
 
 class Cluster {
  public:
-  explicit Cluster(std::vector<Node> nodes);
+  explicit Cluster(std::vector<NodeState> nodes);
   // Copies get an identity of their own (id()), so caches of one copy never serve another.
 
-  const std::vector<Node>& nodes() const { return nodes_; }
-  const Node& node(size_t i) const { return nodes_[i]; }
+  const std::vector<NodeState>& nodes() const { return nodes_; }
+  const NodeState& node(size_t i) const { return nodes_[i]; }
   int64_t gpu_capacity() const { return gpu_capacity_; }  // milli
   int64_t gpu_allocated() const { return gpu_allocated_; }
 
@@ -124,7 +124,7 @@ class Cluster {
   };
   void record(size_t node);
 
-  std::vector<Node> nodes_;
+  std::vector<NodeState> nodes_;
   int64_t gpu_capacity_ = 0, gpu_allocated_ = 0;
   std::vector<uint32_t> log_;
   uint64_t log_base_ = 0;  // sequence number of log_[0]
@@ -133,6 +133,6 @@ class Cluster {
 
 // The GPUs a pod would take on a node by default: for a share, the fitting GPU with the least
 // free capacity (tightest fit); for whole GPUs, the first idle ones. nullopt if it does not fit.
-std::optional<std::vector<int>> default_gpus(const Pod& pod, const Node& node);
+std::optional<std::vector<int>> default_gpus(const Pod& pod, const NodeState& node);
 
 }  // namespace kgpu::sched

@@ -73,7 +73,7 @@ double frag_of(const TaskShape& m, bool model_ok, const State& s) {
 }
 
 // `allowed[i]`: shape i may use this node's GPU model (checked here when null).
-double node_frag(const Node& n, const std::vector<TaskShape>& w, const State& s, const std::vector<char>* allowed) {
+double node_frag(const NodeState& n, const std::vector<TaskShape>& w, const State& s, const std::vector<char>* allowed) {
   double f = 0;
   for (size_t i = 0; i < w.size(); ++i) {
     const bool ok = allowed != nullptr ? (*allowed)[i] != 0 : model_allowed(w[i].gpu_models, n.gpu_model);
@@ -84,11 +84,11 @@ double node_frag(const Node& n, const std::vector<TaskShape>& w, const State& s,
 
 }  // namespace
 
-double fragmentation(const Node& node, const TaskShape& m) {
+double fragmentation(const NodeState& node, const TaskShape& m) {
   return frag_of(m, model_allowed(m.gpu_models, node.gpu_model), State(node.cpu_free, node.memory_free, node.gpu_free));
 }
 
-double fragmentation(const Node& node, const std::vector<TaskShape>& workload, const std::vector<char>* allowed) {
+double fragmentation(const NodeState& node, const std::vector<TaskShape>& workload, const std::vector<char>* allowed) {
   return node_frag(node, workload, State(node.cpu_free, node.memory_free, node.gpu_free), allowed);
 }
 
@@ -99,7 +99,7 @@ std::vector<char> allowed_shapes(const std::vector<TaskShape>& workload, const s
   return out;
 }
 
-double fragmentation_after(const Node& node, const Pod& pod, const std::vector<int>& gpus,
+double fragmentation_after(const NodeState& node, const Pod& pod, const std::vector<int>& gpus,
                            const std::vector<TaskShape>& workload, const std::vector<char>* allowed) {
   // The free shares after placement: on the stack for nodes of up to 16 GPUs.
   std::array<int, 16> small;
@@ -117,7 +117,7 @@ double fragmentation_after(const Node& node, const Pod& pod, const std::vector<i
                    allowed);
 }
 
-double fragmentation_delta(const Node& node, const Pod& pod, const std::vector<int>& gpus,
+double fragmentation_delta(const NodeState& node, const Pod& pod, const std::vector<int>& gpus,
                            const std::vector<TaskShape>& workload) {
   return fragmentation_after(node, pod, gpus, workload) - fragmentation(node, workload);
 }

@@ -26,18 +26,18 @@ struct TaskShape {
 std::vector<TaskShape> target_workload(const std::vector<Pod>& pods, double coverage = 0.95);
 
 // frag_n(m) in milli-GPU.
-double fragmentation(const Node& node, const TaskShape& m);
+double fragmentation(const NodeState& node, const TaskShape& m);
 // F_n in milli-GPU. `allowed` (optional, from allowed_shapes for the node's model) saves the
 // per-shape GPU-model checks.
-double fragmentation(const Node& node, const std::vector<TaskShape>& workload,
+double fragmentation(const NodeState& node, const std::vector<TaskShape>& workload,
                      const std::vector<char>* allowed = nullptr);
 // F_n if `pod` were placed on `gpus` of `node`.
-double fragmentation_after(const Node& node, const Pod& pod, const std::vector<int>& gpus,
+double fragmentation_after(const NodeState& node, const Pod& pod, const std::vector<int>& gpus,
                            const std::vector<TaskShape>& workload, const std::vector<char>* allowed = nullptr);
 // allowed_shapes(w, model)[i]: shape i may run on GPU model `model`.
 std::vector<char> allowed_shapes(const std::vector<TaskShape>& workload, const std::string& model);
 // F_n after placing `pod` on `gpus` of `node`, minus F_n now.
-double fragmentation_delta(const Node& node, const Pod& pod, const std::vector<int>& gpus,
+double fragmentation_delta(const NodeState& node, const Pod& pod, const std::vector<int>& gpus,
                            const std::vector<TaskShape>& workload);
 
 struct FragmentationReport {

@@ -20,7 +20,7 @@ namespace {
 class NodeAffinityFilter : public FilterPlugin {
  public:
   const char* name() const override { return "NodeAffinity"; }
-  FitStatus filter(const Pod& pod, const Node& node) const override {
+  FitStatus filter(const Pod& pod, const NodeState& node) const override {
     if (pod.affinity_matches(node)) return {};
     return {FitCode::kNodeAffinity, name()};
   }
@@ -29,7 +29,7 @@ class NodeAffinityFilter : public FilterPlugin {
 class NodeSelectorFilter : public FilterPlugin {
  public:
   const char* name() const override { return "NodeSelector"; }
-  FitStatus filter(const Pod& pod, const Node& node) const override {
+  FitStatus filter(const Pod& pod, const NodeState& node) const override {
     for (const auto& [k, v] : pod.node_selector) {
       auto it = node.labels.find(k);
       if (it == node.labels.end() || it->second != v) return {FitCode::kNodeAffinity, name()};
@@ -43,7 +43,7 @@ class NodeSelectorFilter : public FilterPlugin {
 class NodeUnschedulableFilter : public FilterPlugin {
  public:
   const char* name() const override { return "NodeUnschedulable"; }
-  FitStatus filter(const Pod& pod, const Node& node) const override {
+  FitStatus filter(const Pod& pod, const NodeState& node) const override {
     if (!node.unschedulable || pod.tolerates_unschedulable()) return {};
     return {FitCode::kUnschedulable, name()};
   }
@@ -52,7 +52,7 @@ class NodeUnschedulableFilter : public FilterPlugin {
 class TaintFilter : public FilterPlugin {
  public:
   const char* name() const override { return "TaintToleration"; }
-  FitStatus filter(const Pod& pod, const Node& node) const override {
+  FitStatus filter(const Pod& pod, const NodeState& node) const override {
     for (size_t i = 0; i < node.taints.size(); ++i) {
       const Taint& t = node.taints[i];
       if (k8s::taint_filters(t.effect) && !pod.tolerates(t))
@@ -65,7 +65,7 @@ class TaintFilter : public FilterPlugin {
 class ResourceFilter : public FilterPlugin {
  public:
   const char* name() const override { return "NodeResourcesFit"; }
-  FitStatus filter(const Pod& pod, const Node& node) const override {
+  FitStatus filter(const Pod& pod, const NodeState& node) const override {
     if (pod.num_gpu > 0 && !model_allowed(pod.gpu_models, node.gpu_model)) return {FitCode::kGpuModel, name()};
     if (node.cpu_free < pod.cpu_milli) return {FitCode::kInsufficient, name(), "cpu"};
     if (node.memory_free < pod.memory_mib) return {FitCode::kInsufficient, name(), "memory"};
@@ -87,7 +87,7 @@ class ResourceFilter : public FilterPlugin {
 // a scan formats each distinct one once, not once per node.
 class ReasonTally {
  public:
-  void add(const FitStatus& s, const Node& node) {
+  void add(const FitStatus& s, const NodeState& node) {
     if (s.code == FitCode::kUntoleratedTaint) {
       ++text_[s.message(node)];
       return;
@@ -101,7 +101,7 @@ class ReasonTally {
     fixed_.emplace_back(s, 1);
   }
   void into(std::map<std::string, int>& out) {
-    static const Node kNone;
+    static const NodeState kNone;
     for (const auto& [st, n] : fixed_) out[st.message(kNone)] += n;
     for (auto& [text, n] : text_) out[text] += n;
   }
@@ -121,7 +121,7 @@ constexpr double kCpuNorm = 128000;  // milli-CPU
 constexpr double kGpuNorm = 8000;    // milli-GPU
 
 // A random fitting GPU for a share (reservoir sampling); whole GPUs as default_gpus.
-std::optional<std::vector<int>> random_gpus(const Pod& pod, const Node& n, std::mt19937_64& rng) {
+std::optional<std::vector<int>> random_gpus(const Pod& pod, const NodeState& n, std::mt19937_64& rng) {
   if (!pod.sharing()) return default_gpus(pod, n);
   int chosen = -1, seen = 0;
   for (int g = 0; g < n.gpus(); ++g) {
@@ -136,7 +136,7 @@ class LeastAllocated : public ScorePlugin {
   bool pure() const override { return true; }
   explicit LeastAllocated(bool most) : most_(most) {}
   const char* name() const override { return most_ ? "MostAllocated" : "LeastAllocated"; }
-  std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
+  std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
     // Kubernetes NodeResourcesFit: mean over resources of the free (or used) fraction after placement.
@@ -161,7 +161,7 @@ class LeastAllocated : public ScorePlugin {
 class RandomPolicy : public ScorePlugin {
  public:
   const char* name() const override { return "Random"; }
-  std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64& rng) override {
+  std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64& rng) override {
     auto gpus = random_gpus(pod, n, rng);
     if (!gpus) return std::nullopt;
     // A uniform random score: the best is a uniformly random feasible node, whatever the tie-break.
@@ -174,7 +174,7 @@ class DotProduct : public ScorePlugin {
  public:
   bool pure() const override { return true; }
   const char* name() const override { return "DotProduct"; }
-  std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
+  std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
     const double dot =
@@ -189,7 +189,7 @@ class GpuClustering : public ScorePlugin {
  public:
   bool pure() const override { return true; }
   const char* name() const override { return "GpuClustering"; }
-  std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
+  std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
     if (pod.num_gpu == 0) return NodeScore{0, std::move(*gpus)};
@@ -210,7 +210,7 @@ class GpuPacking : public ScorePlugin {
  public:
   bool pure() const override { return true; }
   const char* name() const override { return "GpuPacking"; }
-  std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
+  std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
     if (pod.num_gpu == 0) return NodeScore{0, std::move(*gpus)};
@@ -226,7 +226,7 @@ class GpuPacking : public ScorePlugin {
 };
 
 // Least weighted leftover of CPU and GPU after placement (0.5 each).
-double leftover(const Pod& pod, const Node& n) {
+double leftover(const Pod& pod, const NodeState& n) {
   return 0.5 * static_cast<double>(n.cpu_free - pod.cpu_milli) / kCpuNorm +
          0.5 * (static_cast<double>(n.gpu_free_total()) - static_cast<double>(pod.gpu_request())) / kGpuNorm;
 }
@@ -235,7 +235,7 @@ class BestFit : public ScorePlugin {
  public:
   bool pure() const override { return true; }
   const char* name() const override { return "BestFit"; }
-  std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
+  std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64&) override {
     auto gpus = default_gpus(pod, n);
     if (!gpus) return std::nullopt;
     return NodeScore{std::trunc((1.0 - leftover(pod, n)) * 100.0), std::move(*gpus)};
@@ -254,7 +254,7 @@ class Fgd : public ScorePlugin {
   Fgd(const SchedulingContext& ctx, bool pack) : workload_(ctx.workload), pack_(pack && multi_gpu_share() < 0.2) {}
   const char* name() const override { return pack_ ? "FGDPack" : "FGD"; }
   bool pure() const override { return true; }  // the caches below hold values, never decide
-  std::optional<NodeScore> score(const Pod& pod, const Node& n, std::mt19937_64&) override {
+  std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64&) override {
     auto mask = masks_.find(n.gpu_model);
     if (mask == masks_.end()) mask = masks_.emplace(n.gpu_model, allowed_shapes(workload_, n.gpu_model)).first;
     auto& cached = before_[&n];  // F_n now, until the node changes
@@ -310,14 +310,14 @@ class Fgd : public ScorePlugin {
     uint64_t version = 0;
     double value = 0;
   };
-  std::unordered_map<const Node*, Cached> before_;
+  std::unordered_map<const NodeState*, Cached> before_;
   std::vector<int> one_gpu_;  // score()'s scratch
   std::unordered_map<std::string, std::vector<char>> masks_;  // GPU model -> shapes allowed on it
 };
 
 }  // namespace
 
-std::string FitStatus::message(const Node& node) const {
+std::string FitStatus::message(const NodeState& node) const {
   switch (code) {
     case FitCode::kFits:
       return "";
@@ -342,7 +342,7 @@ std::string FitStatus::message(const Node& node) const {
   return "";
 }
 
-FitStatus run_filters(std::span<const std::unique_ptr<FilterPlugin>> filters, const Pod& pod, const Node& node) {
+FitStatus run_filters(std::span<const std::unique_ptr<FilterPlugin>> filters, const Pod& pod, const NodeState& node) {
   for (const auto& f : filters) {
     FitStatus s = f->filter(pod, node);
     if (!s.fits()) return s;
@@ -355,7 +355,7 @@ FitReport explain_fit(const Pod& pod, const Cluster& cluster, std::span<const st
   r.outcome.nodes = cluster.nodes().size();
   r.status.reserve(cluster.nodes().size());
   ReasonTally tally;
-  for (const Node& node : cluster.nodes()) {
+  for (const NodeState& node : cluster.nodes()) {
     r.status.push_back(run_filters(filters, pod, node));
     const FitStatus& st = r.status.back();
     if (st.fits()) {
@@ -440,7 +440,7 @@ std::string shape_key(const Pod& p) {
 }
 
 // Everything of a node the filters and score plugins read (all but its name and version).
-std::string state_key(const Node& n) {
+std::string state_key(const NodeState& n) {
   std::string k;
   put(k, n.cpu_milli);
   put(k, n.memory_mib);
@@ -528,7 +528,7 @@ struct Framework::Index {
   // filter's handful, one per untolerated taint text), so statuses with a fixed text are found by
   // comparison, without formatting; taints by their text, the first ones by comparison too.
   std::vector<std::pair<FitStatus, uint32_t>> fixed_ids;
-  uint32_t status_id(const FitStatus& s, const Node& node) {
+  uint32_t status_id(const FitStatus& s, const NodeState& node) {
     if (s.code != FitCode::kUntoleratedTaint) {
       for (const auto& [st, id] : fixed_ids) {
         if (st == s) return id;
@@ -552,7 +552,7 @@ struct Framework::Index {
     return it->second;
   }
   uint32_t state(const Cluster& c, size_t i) {
-    const Node& n = c.node(i);
+    const NodeState& n = c.node(i);
     if (versions[i] != n.version) {
       auto [it, added] = state_ids.try_emplace(state_key(n), static_cast<uint32_t>(state_ids.size()));
       node_state[i] = it->second;
@@ -586,7 +586,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
   }
   // A node's status and score for this pod, exactly as the full scan computes them.
   auto evaluate = [&](size_t i) -> std::pair<uint32_t, double> {
-    const Node& node = cluster.node(i);
+    const NodeState& node = cluster.node(i);
     const FitStatus st = run_filters(filters_, pod, node);
     if (!st.fits()) return {ix.status_id(st, node), kNone};
     auto s = score_->score(pod, node, ix.unused_rng);
@@ -667,7 +667,7 @@ Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& r
   feasible_.clear();
   ReasonTally tally;
   for (size_t i = 0; i < cluster.nodes().size(); ++i) {
-    const Node& n = cluster.node(i);
+    const NodeState& n = cluster.node(i);
     const FitStatus st = run_filters(filters_, pod, n);
     if (st.fits()) {
       feasible_.push_back(i);

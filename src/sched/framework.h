@@ -43,7 +43,7 @@ struct FitStatus {
 
   bool fits() const { return code == FitCode::kFits; }
   // kube-scheduler's text; `node` is the node this status was computed for (for the taint).
-  std::string message(const Node& node) const;
+  std::string message(const NodeState& node) const;
   bool operator==(const FitStatus&) const = default;
 };
 
@@ -52,12 +52,12 @@ class FilterPlugin {
   virtual ~FilterPlugin() = default;
   virtual const char* name() const = 0;
   // FitStatus{} (kFits) if the pod fits the node, else why not, with `plugin` = name().
-  virtual FitStatus filter(const Pod& pod, const Node& node) const = 0;
+  virtual FitStatus filter(const Pod& pod, const NodeState& node) const = 0;
 };
 
 // The Filter phase for one node: the filters in order, the first that rejects decides (as
 // kube-scheduler's RunFilterPlugins). The one filter loop: scheduling and explain_fit use it.
-FitStatus run_filters(std::span<const std::unique_ptr<FilterPlugin>> filters, const Pod& pod, const Node& node);
+FitStatus run_filters(std::span<const std::unique_ptr<FilterPlugin>> filters, const Pod& pod, const NodeState& node);
 
 struct NodeScore {
   double score = 0;       // higher is better; any scale (normalized afterwards)
@@ -71,7 +71,7 @@ class ScorePlugin {
   // Called once per pod before scoring (PreScore).
   virtual void prepare(const Pod&, const Cluster&) {}
   // Scores a feasible node; nullopt if the plugin finds no placement there after all.
-  virtual std::optional<NodeScore> score(const Pod& pod, const Node& node, std::mt19937_64& rng) = 0;
+  virtual std::optional<NodeScore> score(const Pod& pod, const NodeState& node, std::mt19937_64& rng) = 0;
   // True when score() is a pure function of the pod's shape (CPU, memory, GPU count and share)
   // and the node's state, never draws from `rng`, and prepare() does nothing: the framework may
   // then keep scores per pod shape and refresh only the nodes a placement changed.

@@ -39,11 +39,11 @@ bool holds_node_resources(const k8s::Pod& pod) {
 
 Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sPodRef> pods,
                          std::string_view resource) {
-  std::vector<Node> out;
+  std::vector<NodeState> out;
   out.reserve(nodes.size());
   std::unordered_map<std::string_view, size_t> index;
   for (const auto& ref : nodes) {
-    Node n;
+    NodeState n;
     n.name = std::string(ref.doc->metadata.name);
     const auto& alloc = ref.node->allocatable;
     if (auto it = alloc.find("cpu"); it != alloc.end()) n.cpu_milli = it->second->milli_value();
@@ -66,7 +66,7 @@ Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sP
     if (!holds_node_resources(*ref.pod)) continue;
     auto it = index.find(*ref.pod->spec.node_name);
     if (it == index.end()) continue;
-    Node& n = out[it->second];
+    NodeState& n = out[it->second];
     n.cpu_free = sat_sub(n.cpu_free, k8s::pod_request(ref.pod->spec, "cpu").milli_value());
     n.memory_free = sat_sub(n.memory_free, mib_ceil(k8s::pod_request(ref.pod->spec, "memory")));
     int64_t used = k8s::pod_request(ref.pod->spec, resource).value();

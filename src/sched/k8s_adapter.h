@@ -4,7 +4,7 @@
 // statuses (sched::FitStatus).
 //
 // One device resource at a time: every allocatable unit of `resource` ("nvidia.com/gpu",
-// "nvidia.com/mig-1g.10gb", ...) on a node becomes one GPU of kMilli in sched::Node::gpu_free. What
+// "nvidia.com/mig-1g.10gb", ...) on a node becomes one GPU of kMilli in sched::NodeState::gpu_free. What
 // is free is the node's allocatable minus the requests of the non-terminal pods bound to it
 // (spec.nodeName set, phase neither Succeeded nor Failed): finished pods hold nothing, as in the
 // real scheduler. CPU is in milli-CPU, memory in MiB (requests rounded up).

@@ -91,8 +91,8 @@ void count_unscheduled(RunResult& r, const sched::Pod& pod, const sched::Outcome
 }
 
 // The nodes in a per-seed order (ties under TieBreak::kFirst go to the first in it).
-std::vector<sched::Node> seeded_order(const std::vector<sched::Node>& nodes, std::mt19937_64& rng) {
-  std::vector<sched::Node> out = nodes;
+std::vector<sched::NodeState> seeded_order(const std::vector<sched::NodeState>& nodes, std::mt19937_64& rng) {
+  std::vector<sched::NodeState> out = nodes;
   std::shuffle(out.begin(), out.end(), rng);
   return out;
 }
@@ -109,7 +109,7 @@ Result<sched::Framework> framework_for(const std::vector<sched::Pod>& pods,
 
 }  // namespace
 
-Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
+Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                    const RunOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto workload = sched::target_workload(pods);
@@ -190,7 +190,7 @@ class GpuRoom {
   }
 
   void update(size_t i) {
-    const sched::Node& n = c_.node(i);
+    const sched::NodeState& n = c_.node(i);
     if (n.gpus() == 0) return;
     Model& m = models_[n.gpu_model];
     State& old = seen_[i];
@@ -260,7 +260,7 @@ std::string gpu_class_name(int c) {
 // the active queue is empty, time advances to the next departure, backoff expiry or arrival; the
 // run ends when nothing is left that could place a pod. With no pod ever waiting, the order of
 // releases and decisions is exactly the drop mode's (departures at or before an arrival first).
-Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
+Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                   const RunOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!(o.arrival_speedup > 0)) return fail(ErrorCode::kInvalidArgument, "arrival speed-up must be > 0");

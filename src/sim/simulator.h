@@ -106,9 +106,9 @@ struct RunOptions {
   std::function<void(double)> progress;
 };
 
-Result<RunResult> run_fgd_protocol(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
+Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                    const RunOptions& options);
-Result<RunResult> run_time_driven(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
+Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                   const RunOptions& options);
 
 // The class of a pod by GPU request, ordered by size: 0 for CPU only, 1 for a share of one GPU,

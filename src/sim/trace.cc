@@ -136,12 +136,12 @@ Result<std::string> read_file(const std::string& path) {
 
 }  // namespace
 
-Result<std::vector<sched::Node>> parse_nodes(const std::string& text, const std::string& source) {
-  std::vector<sched::Node> out;
+Result<std::vector<sched::NodeState>> parse_nodes(const std::string& text, const std::string& source) {
+  std::vector<sched::NodeState> out;
   auto t = read_table(text, source, {"sn", "cpu_milli", "memory_mib", "gpu", "model"},
                       [&](int line, const Table& table, const std::vector<std::string>& cells) -> Result<void> {
     Row r(table, source, line, cells);
-    sched::Node n;
+    sched::NodeState n;
     n.name = r.str("sn");
     KGPU_TRY(cpu, r.num("cpu_milli", 0, 1'000'000'000));
     KGPU_TRY(mem, r.num("memory_mib", 0, 1'000'000'000));
@@ -217,7 +217,7 @@ Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::s
   return out;
 }
 
-Result<std::vector<sched::Node>> load_nodes(const std::string& path) {
+Result<std::vector<sched::NodeState>> load_nodes(const std::string& path) {
   auto text = read_file(path);
   if (!text) return std::unexpected(text.error());
   return parse_nodes(*text, path);

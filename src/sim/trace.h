@@ -12,11 +12,11 @@
 
 namespace kgpu::sim {
 
-Result<std::vector<sched::Node>> load_nodes(const std::string& path);
+Result<std::vector<sched::NodeState>> load_nodes(const std::string& path);
 Result<std::vector<sched::Pod>> load_pods(const std::string& path);
 
 // The same, from text (tests); `source` names it in errors.
-Result<std::vector<sched::Node>> parse_nodes(const std::string& text, const std::string& source);
+Result<std::vector<sched::NodeState>> parse_nodes(const std::string& text, const std::string& source);
 Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::string& source);
 
 }  // namespace kgpu::sim

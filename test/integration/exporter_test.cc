@@ -47,7 +47,7 @@ class ExporterTest : public ::testing::Test {
   TempDir dir_;
   FakeNodeFile fake_{node_yaml()};
   KubeletPeer peer_{(dir_.path() / "kubelet.sock").string()};
-  std::unique_ptr<gpu::Node> node_;
+  std::unique_ptr<gpu::NodeGpus> node_;
   std::string mig0_;
 };
 

@@ -401,7 +401,7 @@ class FakeInitFailure : public ::testing::TestWithParam<InitCase> {};
 
 TEST_P(FakeInitFailure, ReportedInWordsAUserCanActOn) {
   FakeNodeFile f(std::string("preset: pcie-t4-2\nfaults: {init: ") + GetParam().code + "}\n");
-  auto node = Node::open(kgpu::testing::fake_library());
+  auto node = NodeGpus::open(kgpu::testing::fake_library());
   ASSERT_FALSE(node);
   EXPECT_EQ(node.error().code, GetParam().expected);
   EXPECT_NE(node.error().message.find(GetParam().words), std::string::npos) << node.error().message;
@@ -418,7 +418,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(FakeConfig, BadNodeFileIsReportedThroughNvmlErrorString) {
   FakeNodeFile f("gpus:\n  - model: V100\n");
-  auto node = Node::open(kgpu::testing::fake_library());
+  auto node = NodeGpus::open(kgpu::testing::fake_library());
   ASSERT_FALSE(node);
   EXPECT_NE(node.error().message.find("unknown GPU model 'V100'"), std::string::npos) << node.error().message;
   EXPECT_NE(node.error().message.find(f.path() + ":2"), std::string::npos) << node.error().message;
@@ -432,7 +432,7 @@ TEST(FakeConfig, EmptyUnreadableOrBinaryNodeFilesAreErrorsNotTheDefaultNode) {
   for (const auto& c : {Case{"", "the node description is empty"}, Case{"# nothing yet\n", "is empty"},
                         Case{std::string("preset: pcie-t4-2\ngpus: [{model: T4\0}]\n", 36), "NUL byte (\\0) at line 2, column 18"}}) {
     FakeNodeFile f(c.content);
-    auto node = Node::open(kgpu::testing::fake_library());
+    auto node = NodeGpus::open(kgpu::testing::fake_library());
     ASSERT_FALSE(node) << "content: " << c.content;
     EXPECT_NE(node.error().message.find(c.words), std::string::npos) << node.error().message;
     EXPECT_NE(node.error().message.find(f.path()), std::string::npos) << node.error().message;
@@ -441,7 +441,7 @@ TEST(FakeConfig, EmptyUnreadableOrBinaryNodeFilesAreErrorsNotTheDefaultNode) {
   FakeNodeFile f("preset: pcie-t4-2\n");
   std::filesystem::remove(f.path());
   std::filesystem::create_directory(f.path());
-  auto node = Node::open(kgpu::testing::fake_library());
+  auto node = NodeGpus::open(kgpu::testing::fake_library());
   std::filesystem::remove(f.path());
   ASSERT_FALSE(node);
   EXPECT_NE(node.error().message.find("is a directory"), std::string::npos) << node.error().message;
@@ -487,7 +487,7 @@ TEST(MissingSymbols, ReadAsNotSupportedNeverACrash) {
   auto lib = nvml::Library::open(KGPU_MINIMAL_NVML);
   ASSERT_TRUE(lib) << lib.error().message;
   EXPECT_GT((*lib)->missing_symbols(), 50);
-  auto node = Node::open(KGPU_MINIMAL_NVML);
+  auto node = NodeGpus::open(KGPU_MINIMAL_NVML);
   ASSERT_TRUE(node) << node.error().message;
   auto inv = (*node)->inventory();
   ASSERT_TRUE(inv) << inv.error().message;

@@ -69,7 +69,7 @@ class PluginHealth : public ::testing::Test {
   FakeClock clock_;
   TempDir dir_;
   FakeNodeFile fake_{std::string(kL4) + "faults:\n  xids: []\n"};
-  std::unique_ptr<gpu::Node> node_;
+  std::unique_ptr<gpu::NodeGpus> node_;
   std::unique_ptr<DevicePluginManager> manager_;
 };
 

@@ -29,7 +29,7 @@ class PrometheusTest : public ::testing::Test {
     fabricate_host(dir_);
     setenv("KGPU_FAKE_NVML_CONFIG", node_path_.c_str(), 1);
     {
-      auto node = gpu::Node::open(fake_library());
+      auto node = gpu::NodeGpus::open(fake_library());
       ASSERT_TRUE(node);
       auto inv = (*node)->inventory();
       ASSERT_TRUE(inv);

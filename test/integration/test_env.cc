@@ -45,8 +45,8 @@ void FakeNodeFile::rewrite(const std::string& yaml) {
   std::filesystem::rename(tmp, path_);
 }
 
-std::unique_ptr<gpu::Node> open_fake() {
-  auto node = gpu::Node::open(fake_library());
+std::unique_ptr<gpu::NodeGpus> open_fake() {
+  auto node = gpu::NodeGpus::open(fake_library());
   EXPECT_TRUE(node) << (node ? "" : node.error().message);
   return node ? std::move(*node) : nullptr;
 }

@@ -30,7 +30,7 @@ class FakeNodeFile {
 };
 
 // Opens the fake through gpu::Node::open; fails the test on error.
-std::unique_ptr<gpu::Node> open_fake();
+std::unique_ptr<gpu::NodeGpus> open_fake();
 
 // A child process (started with execve), killed and reaped on destruction.
 class ChildProcess {

@@ -61,17 +61,17 @@ TEST(Load, YamlDocumentsKeepLinesOfNestedFields) {
   EXPECT_EQ(d.ref(), "Deployment/ml/trainer");
   EXPECT_THAT(d.where(62), HasSubstr("workloads.yaml:62"));
 
-  const Node* limits = d.root->at({"spec", "template", "spec", "containers"});
+  const Value* limits = d.root->at({"spec", "template", "spec", "containers"});
   ASSERT_NE(limits, nullptr);
   ASSERT_TRUE(limits->is_seq());
-  const Node& container = limits->items()[0];
+  const Value& container = limits->items()[0];
   EXPECT_EQ(container.line(), 42);  // "- name: train"
   const Entry* gpu = container.at({"resources", "limits"})->find_entry("nvidia.com/gpu");
   ASSERT_NE(gpu, nullptr);
   EXPECT_EQ(gpu->key_line(), 62);
   EXPECT_EQ(gpu->value().line(), 62);
   EXPECT_EQ(gpu->value().text(), "0.5");
-  EXPECT_EQ(gpu->value().type(), NodeType::kNumber);
+  EXPECT_EQ(gpu->value().type(), ValueType::kNumber);
   // A block value starts on the line after its key.
   const Entry* resources = container.find_entry("resources");
   EXPECT_EQ(resources->key_line(), 56);
@@ -96,16 +96,16 @@ TEST(Load, ScalarTypesFollowKubernetesYaml) {
   const LoadResult r =
       load_text("kind: X\na: yes\nb: \"yes\"\nc: ~\nd: 10\ne: 1.5e3\nf: off\ng: text\nh: '1'\n", "t.yaml");
   ASSERT_THAT(r.documents, SizeIs(1));
-  const Node* root = r.documents[0].root;
-  EXPECT_EQ(root->find("a")->type(), NodeType::kBool);
+  const Value* root = r.documents[0].root;
+  EXPECT_EQ(root->find("a")->type(), ValueType::kBool);
   EXPECT_EQ(root->find("a")->as_bool(), true);
-  EXPECT_EQ(root->find("b")->type(), NodeType::kString);
+  EXPECT_EQ(root->find("b")->type(), ValueType::kString);
   EXPECT_TRUE(root->find("c")->is_null());
   EXPECT_EQ(root->find("d")->as_int(), 10);
   EXPECT_EQ(root->find("e")->as_double(), 1500.0);
   EXPECT_EQ(root->find("e")->as_int(), std::nullopt);
   EXPECT_EQ(root->find("f")->as_bool(), false);
-  EXPECT_EQ(root->find("g")->type(), NodeType::kString);
+  EXPECT_EQ(root->find("g")->type(), ValueType::kString);
   EXPECT_EQ(root->find("h")->as_int(), std::nullopt);
   EXPECT_EQ(root->find("h")->as_int(true), 1);
   EXPECT_EQ(root->find("missing"), nullptr);
@@ -651,7 +651,7 @@ TEST(Limits, ModestAliasUseStillLoads) {
   const LoadResult r = load_text(alias_bomb(5), "anchors.yaml");
   EXPECT_THAT(r.errors, IsEmpty());
   ASSERT_THAT(r.documents, SizeIs(1));
-  const Node* l4 = r.documents[0].root->at({"data", "l4"});
+  const Value* l4 = r.documents[0].root->at({"data", "l4"});
   ASSERT_NE(l4, nullptr);
   ASSERT_EQ(l4->size(), 9u);
   EXPECT_EQ(l4->items()[8].items()[8].items()[8].items()[8].items()[8].text(), "x");

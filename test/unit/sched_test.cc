@@ -7,8 +7,8 @@
 namespace kgpu::sched {
 namespace {
 
-Node node(const std::string& name, std::vector<int> gpu_free, int64_t cpu = 64000, const std::string& model = "T4") {
-  Node n;
+NodeState node(const std::string& name, std::vector<int> gpu_free, int64_t cpu = 64000, const std::string& model = "T4") {
+  NodeState n;
   n.name = name;
   n.cpu_milli = n.cpu_free = cpu;
   n.memory_mib = n.memory_free = 262144;
@@ -37,7 +37,7 @@ TaskShape shape(int num_gpu, int milli, int64_t cpu = 1000, double pop = 1.0) {
 }
 
 TEST(Fragmentation, WorkedExamples) {
-  const Node n = node("n", {1000, 500});
+  const NodeState n = node("n", {1000, 500});
   EXPECT_DOUBLE_EQ(fragmentation(n, shape(1, 600)), 500);           // only the half-free GPU is too small
   EXPECT_DOUBLE_EQ(fragmentation(n, shape(1, 400)), 0);             // both can host it
   EXPECT_DOUBLE_EQ(fragmentation(n, shape(1, 1000)), 500);          // fits the idle GPU; the half one is lost to it
@@ -53,7 +53,7 @@ TEST(Fragmentation, WorkedExamples) {
 }
 
 TEST(Fragmentation, DeltaAndClusterRatio) {
-  const Node n = node("n", {1000, 1000});
+  const NodeState n = node("n", {1000, 1000});
   const std::vector<TaskShape> w = {shape(1, 1000)};
   // A 0.5 share on an idle GPU leaves a half GPU that a whole-GPU task cannot use.
   EXPECT_DOUBLE_EQ(fragmentation_delta(n, pod(1, 500), {0}, w), 500);
@@ -203,9 +203,9 @@ TEST(Framework, ReasonsWhenNothingFits) {
 }
 
 TEST(Framework, SelectorsAndTaints) {
-  Node tainted = node("t", {1000});
+  NodeState tainted = node("t", {1000});
   tainted.taints.push_back({"nvidia.com/gpu", "present", "NoSchedule"});
-  Node labelled = node("l", {1000});
+  NodeState labelled = node("l", {1000});
   labelled.labels["pool"] = "a100";
   Cluster c({tainted, labelled});
   Pod p = pod(1, 1000);
@@ -232,11 +232,11 @@ TEST(Framework, TolerationSemantics) {
 // Cordoned nodes and required node affinity are part of the model, filtered by registered
 // plugins, with typed statuses and kube-scheduler's texts.
 TEST(Framework, UnschedulableAndAffinityAreFilters) {
-  Node cordoned = node("cordoned", {1000});
+  NodeState cordoned = node("cordoned", {1000});
   cordoned.unschedulable = true;
-  Node labelled = node("labelled", {1000});
+  NodeState labelled = node("labelled", {1000});
   labelled.labels["zone"] = "b";
-  Node plain = node("plain", {1000});
+  NodeState plain = node("plain", {1000});
   Cluster c({cordoned, labelled, plain});
 
   Pod p = pod(1, 1000);
@@ -277,11 +277,11 @@ TEST(Framework, UnschedulableAndAffinityAreFilters) {
 
 // Statuses are values: the resource filter names the resource, the taint filter the taint.
 TEST(Framework, TypedStatuses) {
-  Node tainted = node("t", {1000});
+  NodeState tainted = node("t", {1000});
   tainted.taints.push_back({"other", "x", "PreferNoSchedule"});
   tainted.taints.push_back({"dedicated", "ml", "NoSchedule"});
-  Node small = node("s", {1000}, 2000);
-  Node busy = node("b", {0});
+  NodeState small = node("s", {1000}, 2000);
+  NodeState busy = node("b", {0});
   Cluster c({tainted, small, busy});
   const FitReport fit = explain_fit(pod(1, 1000, 4000), c);
   EXPECT_EQ(fit.status[0].code, FitCode::kUntoleratedTaint);
@@ -303,11 +303,11 @@ TEST(Framework, TypedStatuses) {
 // models, labels and taints.
 TEST(Framework, IncrementalDecidesAsTheFullScan) {
   std::mt19937_64 gen(7);
-  std::vector<Node> nodes;
+  std::vector<NodeState> nodes;
   const std::vector<std::string> models = {"T4", "V100M16", "A100"};
   for (int i = 0; i < 60; ++i) {
     const int gpus = std::vector<int>{0, 1, 2, 4, 8}[gen() % 5];
-    Node n = node("n" + std::to_string(i), std::vector<int>(static_cast<size_t>(gpus), 1000),
+    NodeState n = node("n" + std::to_string(i), std::vector<int>(static_cast<size_t>(gpus), 1000),
                   std::vector<int64_t>{32000, 64000, 96000}[gen() % 3], models[gen() % 3]);
     if (gen() % 7 == 0) n.labels["pool"] = "a";
     if (gen() % 9 == 0) n.taints.push_back({"dedicated", "x", "NoSchedule"});

@@ -7,8 +7,8 @@
 namespace kgpu::sim {
 namespace {
 
-sched::Node gpu_node(const std::string& name, int gpus) {
-  sched::Node n;
+sched::NodeState gpu_node(const std::string& name, int gpus) {
+  sched::NodeState n;
   n.name = name;
   n.cpu_milli = n.cpu_free = 64000;
   n.memory_mib = n.memory_free = 262144;
@@ -32,7 +32,7 @@ sched::Pod pod(const std::string& name, int num_gpu, int milli, int64_t created,
   return p;
 }
 
-RunResult run(const std::vector<sched::Node>& nodes, const std::vector<sched::Pod>& pods,
+RunResult run(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
               Pending pending = Pending::kQueue) {
   RunOptions o;
   o.policy = "BestFit";
@@ -138,7 +138,7 @@ TEST(SimQueue, PodsThatNeverFitAreCountedAtTheEnd) {
 }
 
 TEST(SimQueue, NoWaitingHashesAsDropMode) {
-  const std::vector<sched::Node> nodes = {gpu_node("n0", 2), gpu_node("n1", 4)};
+  const std::vector<sched::NodeState> nodes = {gpu_node("n0", 2), gpu_node("n1", 4)};
   const std::vector<sched::Pod> pods = {pod("a", 1, 500, 0, 10), pod("b", 2, 1000, 1, 5), pod("c", 1, 1000, 2, 30),
                                         pod("d", 1, 300, 2, 0), pod("e", 4, 1000, 40, 5)};
   const auto q = run(nodes, pods);

@@ -93,7 +93,7 @@ void Diagnoser::checklist() {
     for (const auto* m : s_.monitors) {
       const std::string txt = lower(m->metadata.name) + " " + lower(m->metadata.namespace_);
       if (contains_any(txt, {"dcgm", "kgpu", "gpu"})) scraped = true;
-      if (const k8s::Node* sel = m->root->at({"spec", "selector", "matchLabels"})) {
+      if (const k8s::Value* sel = m->root->at({"spec", "selector", "matchLabels"})) {
         for (const auto& e : sel->entries()) {
           if (contains_any(lower(e.value().text()), {"dcgm", "kgpu"})) scraped = true;
         }

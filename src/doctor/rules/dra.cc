@@ -99,7 +99,7 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
   // Devices already allocated to claims: driver/pool/device.
   std::set<std::string> taken;
   for (const auto& c : s_.claims) {
-    const k8s::Node* results = c.v.allocation ? c.v.allocation->at({"devices", "results"}) : nullptr;
+    const k8s::Value* results = c.v.allocation ? c.v.allocation->at({"devices", "results"}) : nullptr;
     if (results == nullptr) continue;
     for (const auto& r : results->items()) {
       const auto* d = r.find("driver");
@@ -110,7 +110,7 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
   }
   // The generated claim names of templates, from status.resourceClaimStatuses.
   std::map<std::string, std::string> generated;
-  if (const k8s::Node* st = p.doc->root->at({"status", "resourceClaimStatuses"})) {
+  if (const k8s::Value* st = p.doc->root->at({"status", "resourceClaimStatuses"})) {
     for (const auto& r : st->items()) {
       const auto* n = r.find("name");
       const auto* c = r.find("resourceClaimName");

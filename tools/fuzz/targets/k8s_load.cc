@@ -10,7 +10,7 @@ namespace {
 
 using kgpu::fuzz::check;
 
-size_t walk(const kgpu::k8s::Node& n, int depth) {
+size_t walk(const kgpu::k8s::Value& n, int depth) {
   check(depth < 100000, "tree deeper than 100000");
   size_t count = 1;
   (void)n.as_int(true);
