@@ -29,17 +29,7 @@ std::string timestamp(double unix_seconds) {
                      tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
 }
 
-// logfmt: bare when the value has no space, quote, '=' or control character; else quoted with
-// backslash, quote and newline escaped.
-void append_text_value(std::string& out, std::string_view v) {
-  bool bare = !v.empty();
-  for (char c : v) {
-    if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20) bare = false;
-  }
-  if (bare) {
-    out += v;
-    return;
-  }
+void append_json_string(std::string& out, std::string_view v) {
   out += '"';
   for (char c : v) {
     switch (c) {
@@ -59,24 +49,18 @@ void append_text_value(std::string& out, std::string_view v) {
   out += '"';
 }
 
-void append_json_string(std::string& out, std::string_view v) {
-  out += '"';
+// logfmt: bare when the value has no space, quote, '=' or control character; else quoted with
+// backslash, quote and newline escaped.
+void append_text_value(std::string& out, std::string_view v) {
+  bool bare = !v.empty();
   for (char c : v) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
+    if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20) bare = false;
   }
-  out += '"';
+  if (bare) {
+    out += v;
+    return;
+  }
+  append_json_string(out, v);  // the same escapes as a JSON string
 }
 
 }  // namespace

@@ -22,13 +22,7 @@ namespace kgpu::kube {
 namespace {
 
 using nlohmann::json;
-using kgpu::testing::ChildProcess;
-using kgpu::testing::TempDir;
-using kgpu::testing::StandIn;
-using kgpu::testing::slurp;
-using kgpu::testing::token_config;
-using kgpu::testing::client_for;
-using kgpu::testing::test_pod;
+using namespace kgpu::testing;  // the stand-in fixture and its helpers
 
 class KubeClientTest : public ::testing::Test {
  protected:

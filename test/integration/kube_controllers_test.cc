@@ -19,13 +19,7 @@ namespace kgpu::kube {
 namespace {
 
 using nlohmann::json;
-using kgpu::testing::ChildProcess;
-using kgpu::testing::client_for;
-using kgpu::testing::slurp;
-using kgpu::testing::StandIn;
-using kgpu::testing::TempDir;
-using kgpu::testing::test_pod;
-using kgpu::testing::token_config;
+using namespace kgpu::testing;  // the stand-in fixture and its helpers
 
 // Polls `cond` every 10 ms for up to `timeout`.
 template <typename F>
