@@ -159,11 +159,13 @@ bool gpu_related(const k8s::PodSpec& spec) {
   return false;
 }
 
+bool names_inference_server(std::string_view text) {
+  const std::string l = lower(text);
+  return std::any_of(kInferenceServers.begin(), kInferenceServers.end(), [&](auto s) { return contains(l, s); });
+}
+
 bool is_inference_server(const k8s::Container& c) {
-  const auto mentions = [](std::string_view text) {
-    const std::string l = lower(text);
-    return std::any_of(kInferenceServers.begin(), kInferenceServers.end(), [&](auto s) { return contains(l, s); });
-  };
+  const auto mentions = names_inference_server;
   if (mentions(*c.image)) return true;
   // The program, not any argument: a test pod curling `release-vllm:8000` is not a server. With
   // a generic image the server is named by the command (`vllm serve`, `python -m vllm...`).

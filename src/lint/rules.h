@@ -25,6 +25,9 @@ bool gpu_related(const k8s::PodSpec& spec);
 
 // GPU010-GPU012, GPU015: the container runs an LLM inference server (vLLM, TGI, Triton, SGLang),
 // named by its image or by the first words of its command (or args when there is no command).
+// Whether `text` (an image, a program, a container name, an event message) names an inference
+// server: vLLM, TGI (text-generation-inference), Triton, SGLang.
+bool names_inference_server(std::string_view text);
 bool is_inference_server(const k8s::Container& c);
 bool has_inference_server(const k8s::PodSpec& spec);
 

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "doctor/diagnoser.h"
+#include "lint/rules.h"
 
 namespace kgpu::doctor::detail {
 
@@ -124,7 +125,6 @@ std::optional<Finding> Diagnoser::app(const PodObj& p, const std::optional<GpuRe
 namespace {
 
 // Model servers, by image or program (as lint's GPU010 recognises them).
-constexpr std::array<sv, 5> kModelServers = {"vllm", "text-generation-inference", "tritonserver", "sglang", "tgi"};
 // What vLLM, TGI and Triton print while they download and load weights.
 constexpr std::array<sv, 9> kLoadingWeights = {"Starting to load model",
                                                "Loading safetensors checkpoint shards",
@@ -136,7 +136,8 @@ constexpr std::array<sv, 9> kLoadingWeights = {"Starting to load model",
                                                "loading: ",
                                                "Capturing CUDA graph"};
 
-bool mentions_model_server(sv text) { return contains_any(lower(text), std::span<const sv>(kModelServers)); }
+// lint's list: one answer to "is this an inference server" in lint and doctor.
+bool mentions_model_server(sv text) { return lint::names_inference_server(text); }
 
 }  // namespace
 
