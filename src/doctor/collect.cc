@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "k8s/gpu_resources.h"
 #include "kube/client.h"
 #include "kube/config.h"
 
@@ -46,7 +47,7 @@ bool requests_gpu(const nlohmann::json& pod) {
       auto r = c.find("resources");
       if (r == c.end() || !r->contains(k)) continue;
       for (const auto& [name, v] : (*r)[k].items()) {
-        if (name.rfind("nvidia.com/", 0) == 0) return true;
+        if (k8s::is_nvidia_resource(name)) return true;
       }
     }
   }

@@ -55,9 +55,6 @@ std::string patch_command(const std::pair<std::string, std::string>& owner, sv n
 
 // ---- Predicates over snapshot objects (predicates.cc) ----
 
-// k8s::is_gpu_device_resource (k8s/gpu_resources.h): a whole GPU, a MIG slice or a shared replica.
-bool is_gpu_resource(sv name);
-
 struct GpuRequest {
   std::string resource;
   k8s::Quantity quantity;

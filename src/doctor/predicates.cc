@@ -7,14 +7,13 @@
 
 namespace kgpu::doctor::detail {
 
-bool is_gpu_resource(sv name) { return k8s::is_gpu_device_resource(name); }
 
 std::optional<GpuRequest> gpu_request(const k8s::PodSpec& spec) {
   for (const auto& list : {&spec.containers, &spec.init_containers}) {
     for (const auto& c : *list) {
       for (const auto* m : {&c.resources.limits, &c.resources.requests}) {
         for (const auto& [name, q] : *m) {
-          if (!is_gpu_resource(name) || q->is_zero()) continue;  // `nvidia.com/gpu: 0` asks for no GPU
+          if (!k8s::is_gpu_device_resource(name) || q->is_zero()) continue;  // `nvidia.com/gpu: 0` asks for no GPU
           auto total = k8s::pod_request(spec, name);
           if (!total.is_zero()) return GpuRequest{std::string(name), std::move(total)};
         }
@@ -36,7 +35,7 @@ bool is_gpu_node(const NodeObj& n) {
     return true;
   }
   for (const auto& [name, q] : n.v.capacity) {
-    if (is_gpu_resource(name) && !q->is_zero()) return true;
+    if (k8s::is_gpu_device_resource(name) && !q->is_zero()) return true;
   }
   return false;
 }
@@ -44,7 +43,7 @@ bool is_gpu_node(const NodeObj& n) {
 int64_t gpu_allocatable(const NodeObj& n) {
   int64_t total = 0;
   for (const auto& [name, q] : n.v.allocatable) {
-    if (is_gpu_resource(name)) total += q->value();
+    if (k8s::is_gpu_device_resource(name)) total += q->value();
   }
   return total;
 }
@@ -115,10 +114,10 @@ std::pair<std::string, std::string> top_owner(const Snapshot& s, const PodObj& p
 const k8s::Container* first_gpu_container(const k8s::PodSpec& spec) {
   for (const auto& c : spec.containers) {
     for (const auto& [name, q] : c.resources.limits) {
-      if (is_gpu_resource(name)) return &c;
+      if (k8s::is_gpu_device_resource(name)) return &c;
     }
     for (const auto& [name, q] : c.resources.requests) {
-      if (is_gpu_resource(name)) return &c;
+      if (k8s::is_gpu_device_resource(name)) return &c;
     }
   }
   return nullptr;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "doctor/diagnoser.h"
+#include "k8s/gpu_resources.h"
 
 namespace kgpu::doctor::detail {
 
@@ -50,7 +51,7 @@ std::optional<Finding> Diagnoser::pod_event_finding(sv ns, sv name) {
   // reason OutOf<resource>, "Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 1,
   // capacity: 1".
   for (const auto* e : events) {
-    if (!e->v.reason.starts_with("OutOf") || !is_gpu_resource(e->v.reason.substr(5))) continue;
+    if (!e->v.reason.starts_with("OutOf") || !k8s::is_gpu_device_resource(e->v.reason.substr(5))) continue;
     const sv resource = e->v.reason.substr(5);
     const sv node = e->v.source_host;
     Finding f = make_finding(RuleId::kAdmissionOutOfResource, obj);
@@ -102,7 +103,7 @@ std::optional<Finding> Diagnoser::pod_event_finding(sv ns, sv name) {
       sv r = nodes.substr(pos + 13);
       r = r.substr(0, r.find_first_of(", "));
       while (r.ends_with('.')) r.remove_suffix(1);
-      if (is_gpu_resource(r)) resource = std::string(r);
+      if (k8s::is_gpu_device_resource(r)) resource = std::string(r);
     }
     const bool gpu_taint = contains(nodes, "untolerated taint") && contains(nodes, "nvidia.com/");
     if (!resource.empty() || gpu_taint) {

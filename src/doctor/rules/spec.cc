@@ -6,6 +6,7 @@
 #include <set>
 
 #include "doctor/diagnoser.h"
+#include "k8s/gpu_resources.h"
 
 namespace kgpu::doctor::detail {
 
@@ -85,7 +86,7 @@ std::string gpu_resource_in(sv msg) {
     }
     sv name = msg.substr(pos, end - pos);
     while (name.ends_with('.')) name.remove_suffix(1);
-    if (is_gpu_resource(name)) return std::string(name);
+    if (k8s::is_gpu_device_resource(name)) return std::string(name);
   }
   return {};
 }
@@ -161,7 +162,7 @@ void Diagnoser::spec_findings() {
     const auto evs = events_of(t.doc);
     for (const auto& c : t.tpl->spec.containers) {
       for (const auto& [name, q] : c.resources.requests) {
-        if (!is_gpu_resource(name) || c.resources.limits.contains(name)) continue;
+        if (!k8s::is_gpu_device_resource(name) || c.resources.limits.contains(name)) continue;
         Finding f = make_finding(RuleId::kGpuLimitMissing, obj);
         f.summary = fmt::format(
             "container {} requests {} {} without a limit: extended resources are set in limits (the request "
@@ -180,7 +181,7 @@ void Diagnoser::spec_findings() {
         reported.insert(obj);
       }
       for (const auto& [name, q] : c.resources.limits) {
-        if (!is_gpu_resource(name)) continue;
+        if (!k8s::is_gpu_device_resource(name)) continue;
         Finding f;
         f.object = obj;
         const auto req = c.resources.requests.find(name);
