@@ -6,7 +6,8 @@
 // removed since the last list; watch from the list's resourceVersion with bookmarks; re-watch from
 // the last version seen when the server ends the stream; relist on 410 Expired/Gone; on any other
 // failure wait with exponential back-off and jitter, then resume. `resync` calls on_update(o, o)
-// for every cached object at that period. Objects are kept as shared immutable JSON with
+// for every cached object once that period has passed, at the next event or BOOKMARK (the API
+// server sends bookmarks about once a minute, so an idle cluster still resyncs). Objects are kept as shared immutable JSON with
 // metadata.managedFields dropped (the `transform` hook may drop more), so memory stays
 // proportional to what callers need.
 //
