@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   }
   Server server(std::move(registry), options);
   for (const auto& path : loads) {
-    auto text = kgpu::read_file_limited(path, 64 << 20);
+    auto text = kgpu::read_file_limited(path, 512 << 20);  // a 100,000-pod cluster is ~150 MB of JSON
     if (!text) {
       fmt::print(stderr, "kgpu-apiserver: --load {}\n", text.error().message);
       return 2;

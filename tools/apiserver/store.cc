@@ -260,7 +260,8 @@ Answer Store::list(const ResourceInfo& res, const ListOptions& options) const {
   }
   json items = json::array();
   std::string last;
-  int64_t remaining = 0;
+  bool more = false;
+  int64_t remaining = -1;
   if (const Objects* objs = objects_of(res)) {
     auto it = after.empty() ? objs->begin() : objs->upper_bound(after);
     for (; it != objs->end(); ++it) {
@@ -268,17 +269,22 @@ Answer Store::list(const ResourceInfo& res, const ListOptions& options) const {
       if (!options.ns.empty() && meta_str(o, "namespace") != options.ns) continue;
       if (!matches_labels(options.labels, o) || !matches_fields(options.fields, o)) continue;
       if (options.limit > 0 && static_cast<int64_t>(items.size()) >= options.limit) {
-        ++remaining;
-        continue;
+        more = true;
+        break;
       }
       items.push_back(o);
       last = it->first;
     }
+    // Like kube-apiserver, the count of what is left is given only for an unfiltered list (it
+    // costs a walk of the rest, not a match of every object on every page).
+    if (more && options.ns.empty() && options.labels.empty() && options.fields.empty()) {
+      remaining = std::distance(it, objs->end());
+    }
   }
   json lmeta{{"resourceVersion", std::to_string(rv_)}};
-  if (remaining > 0) {
+  if (more) {
     lmeta["continue"] = fmt::format("{}|{}", rv_, last);
-    lmeta["remainingItemCount"] = remaining;
+    if (remaining >= 0) lmeta["remainingItemCount"] = remaining;
   }
   return Answer{200, json{{"kind", res.kind + "List"},
                           {"apiVersion", res.api_version()},
