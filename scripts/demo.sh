@@ -41,13 +41,32 @@ grep -E '^nvidia.com/(gpu[.](product|count|replicas|sharing-strategy)|cuda[.]dri
 echo
 # A small cluster to look at: the API-server stand-in serving three GPU nodes and two teams'
 # workloads (examples/cluster/demo.yaml), and kgpu doctor reading it live through its API client.
+# The agent's node joins the cluster with the labels it wrote for NFD and its GPUs as capacity, and
+# a notebook holds half of them.
+python3 - "$state/features.d/gfd" "${NODE_NAME:-demo-node}" > "$state/node.json" <<'PY'
+import json, sys
+labels = dict(l.strip().split("=", 1) for l in open(sys.argv[1]) if "=" in l)
+gpus = labels.get("nvidia.com/gpu.count", "0")
+node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": sys.argv[2], "labels": labels},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        "status": {"capacity": {"cpu": "96", "memory": "1031865Mi", "nvidia.com/gpu": gpus, "pods": "110"},
+                   "allocatable": {"cpu": "95", "memory": "1001865Mi", "nvidia.com/gpu": gpus, "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
+pod = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "notebook-alice", "namespace": "team-a", "creationTimestamp": "2026-11-28T09:00:00Z"},
+       "spec": {"nodeName": sys.argv[2], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                "containers": [{"name": "jupyter", "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24",
+                                "resources": {"limits": {"nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": "4"}}}]},
+       "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node, pod]}))
+PY
 "$build/tools/apiserver/kgpu-apiserver" --tls --cert-dir "$state/apiserver" --token demo \
   --kubeconfig "$state/kubeconfig" --port-file "$state/apiserver.port" \
-  --load examples/cluster/demo.yaml > "$state/apiserver.log" 2>&1 &
+  --load examples/cluster/demo.yaml --load "$state/node.json" > "$state/apiserver.log" 2>&1 &
 apiserver=$!
 trap 'kill $agent $apiserver 2>/dev/null || true; wait $agent $apiserver 2>/dev/null || true; rm -rf "$state"' EXIT
 for _ in $(seq 100); do [ -s "$state/apiserver.port" ] && break; sleep 0.05; done
-echo "kgpu doctor, live against a 3-node H100 cluster (kgpu-apiserver on https://127.0.0.1:$(cat "$state/apiserver.port")):"
+echo "kgpu doctor, live against 4 H100 nodes (examples/cluster/demo.yaml and this agent's node; kgpu-apiserver on https://127.0.0.1:$(cat "$state/apiserver.port")):"
 "$build/kgpu" doctor --kubeconfig "$state/kubeconfig" --no-checklist || true
 if [ "$seconds" = 0 ]; then
   echo "Ctrl-C to stop."
