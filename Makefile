@@ -37,12 +37,16 @@ test-asan: build-asan
 
 test: test-plain test-asan
 
+BENCHES = gpu_bench agent_load device_plugin_bench informer_bench sched_latency lint_bench doctor_bench
+
 bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target $(BENCHES)
 	$(BUILD)/bench/gpu_bench
 	$(BUILD)/bench/agent_load 20 2000
 	$(BUILD)/bench/device_plugin_bench
 	bench/http_overload.py $(BUILD)
 	bench/config_memory.sh $(BUILD)
+	$(BUILD)/bench/informer_bench 5000 100000 20000
 
 # Fuzz every parser and wire decoder for FUZZ_TIME seconds each (tools/fuzz/README.md).
 fuzz: setup
