@@ -149,7 +149,7 @@ struct Client::Handle {
 Client::Client(RestConfig config, ClientOptions options)
     : config_(std::move(config)),
       options_(options),
-      credentials_(std::make_unique<Credentials>(config_)),
+      credentials_(std::make_unique<Credentials>(config_, options.clock != nullptr ? *options.clock : Clock::real())),
       tokens_(config_.burst),
       last_refill_(std::chrono::steady_clock::now()) {}
 

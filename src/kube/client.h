@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "kube/config.h"
 
@@ -107,6 +108,7 @@ struct DeleteOptions {
 };
 
 struct ClientOptions {
+  const Clock* clock = nullptr;  // credential expiry; null: the real clock
   int max_retries = 5;
   std::chrono::milliseconds initial_backoff{200};
   std::chrono::milliseconds max_backoff{10'000};

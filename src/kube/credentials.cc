@@ -152,7 +152,7 @@ Result<std::string> run_command(const std::vector<std::string>& argv,
   return stdout_text;
 }
 
-Credentials::Credentials(const RestConfig& config) : config_(config) {
+Credentials::Credentials(const RestConfig& config, const Clock& clock) : config_(config), clock_(clock) {
   static_.bearer = config.token;
   static_.cert_pem = config.client_cert_pem;
   static_.key_pem = config.client_key_pem;
@@ -235,7 +235,7 @@ Result<void> Credentials::run_plugin() {
 Result<Auth> Credentials::current() {
   std::lock_guard lock(mu_);
   if (config_.exec) {
-    const bool expired = exec_expiry_ && std::chrono::system_clock::now() + kExpiryMargin >= *exec_expiry_;
+    const bool expired = exec_expiry_ && clock_.system_now() + kExpiryMargin >= *exec_expiry_;
     if (!exec_valid_ || expired) {
       if (auto ok = run_plugin(); !ok) return std::unexpected(ok.error());
     }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "kube/config.h"
 
@@ -24,7 +25,8 @@ struct Auth {
 
 class Credentials {
  public:
-  explicit Credentials(const RestConfig& config);
+  // `clock` judges an exec credential's expiry (system time); it must outlive this object.
+  explicit Credentials(const RestConfig& config, const Clock& clock = Clock::real());
   // The credentials to use now; errors name the token file or the plugin (with its install hint).
   Result<Auth> current();
   // The server refused the credentials: re-read / re-run on the next current(). Returns whether
@@ -37,6 +39,7 @@ class Credentials {
   Result<void> run_plugin();
 
   const RestConfig& config_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   Auth static_;
   std::string file_token_;

@@ -68,7 +68,8 @@ expect_contains "uid and creationTimestamp set" "trainer" "$(k get pod trainer -
 # A watch sees the changes that follow.
 k get pods -w --output-watch-events > "$work/watch.out" &
 watch_pid=$!
-sleep 1
+# Its first line is the list: the watch starts from the list's resourceVersion, so what follows is seen.
+for _ in $(seq 300); do [ -s "$work/watch.out" ] && break; sleep 0.05; done
 expect_contains "merge patch" "patched" "$(k patch pod trainer --type=merge -p '{"metadata":{"annotations":{"a":"1"}}}')"
 expect_contains "json patch" "patched" "$(k patch pod trainer --type=json -p '[{"op":"add","path":"/metadata/labels/tier","value":"gold"}]')"
 expect_contains "strategic patch" "patched" "$(k patch pod trainer -p '{"spec":{"containers":[{"name":"sidecar","image":"busybox:1.37"}]}}')"
@@ -95,9 +96,13 @@ expect_contains "watch saw the deletion" "DELETED" "$out"
 # finalizer goes, through a watch with sendInitialEvents.
 printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\ndata: {a: b}\n' |
   k create -f - > /dev/null
+admin DELETE requests > /dev/null
 k delete configmap held > "$work/delete.out" &
 delete_pid=$!
-sleep 1
+# kubectl has sent the DELETE and now watches the object (sendInitialEvents) for it to go.
+waiting_watch() { admin GET requests | grep -q 'metadata.name=held'; }
+for _ in $(seq 300); do waiting_watch && break; sleep 0.05; done
+waiting_watch && echo "ok: kubectl watches for the deletion" || fail "kubectl did not watch the object after DELETE"
 expect_contains "deletionTimestamp set" "Z" "$(k get configmap held -o jsonpath='{.metadata.deletionTimestamp}')"
 kill -0 "$delete_pid" 2>/dev/null && echo "ok: delete waits on the finalizer" || fail "kubectl delete returned before the finalizer was removed"
 k patch configmap held --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' > /dev/null

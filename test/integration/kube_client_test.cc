@@ -105,12 +105,13 @@ TEST_F(KubeClientTest, TokenFileIsReReadWhenItRotates) {
 
 TEST_F(KubeClientTest, ExecPluginWithExpiryAndReExecOn401) {
   TempDir d;
-  // Answers a wrong token on its first run, then the right one, expiring 2 s later.
+  // Answers a wrong token on its first run, then the right one; every answer expires at
+  // 2026-01-01T00:00:30Z, 30 s after the FakeClock's start.
   const std::string plugin = d.write("plugin.sh", R"(#!/bin/sh
 n=$(cat "$COUNT" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$COUNT"
 case "$KUBERNETES_EXEC_INFO" in *'"cluster"'*) echo cluster >> "$COUNT.info";; esac
 tok=t0k; [ "$n" = 1 ] && tok=stale
-exp=$(date -u -d '+12 seconds' +%Y-%m-%dT%H:%M:%SZ)
+exp=2026-01-01T00:00:30Z
 printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s","expirationTimestamp":"%s"}}' "$tok" "$exp"
 )");
   std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
@@ -140,14 +141,19 @@ current-context: x
   ASSERT_TRUE(cfg) << cfg.error().message;
   ASSERT_TRUE(cfg->exec);
   EXPECT_EQ(cfg->exec->command, (d.path() / "plugin.sh").string());  // relative to the kubeconfig
-  auto cl = client_for(*cfg);
+  FakeClock clock;
+  ClientOptions options;
+  options.clock = &clock;
+  auto cl = client_for(*cfg, options);
   auto r = cl->get(resources::kNamespaces, "", "default");
   ASSERT_TRUE(r) << r.error().text();
   EXPECT_EQ(slurp(count), "2\n");  // the 401 re-ran it
   EXPECT_EQ(slurp(count + ".info"), "cluster\ncluster\n");
   EXPECT_TRUE(cl->get(resources::kNamespaces, "", "default"));
-  EXPECT_EQ(slurp(count), "2\n");  // cached until it expires (12 s, less a 10 s margin)
-  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  clock.advance(std::chrono::seconds(19));
+  EXPECT_TRUE(cl->get(resources::kNamespaces, "", "default"));
+  EXPECT_EQ(slurp(count), "2\n");  // cached until it expires (less a 10 s margin)
+  clock.advance(std::chrono::seconds(2));
   EXPECT_TRUE(cl->get(resources::kNamespaces, "", "default"));
   EXPECT_EQ(slurp(count), "3\n");  // expired: ran again
 }

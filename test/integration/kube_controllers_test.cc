@@ -133,9 +133,17 @@ TEST(LeaderElection, KilledLeaderIsReplacedWithinTheLeaseDuration) {
   auto a = candidate("a");
   ASSERT_TRUE(eventually([&] { return slurp(d.path() / "a").find("a leading") != std::string::npos; }));
   auto b = candidate("b");
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // b watches a renew
-  EXPECT_EQ(slurp(d.path() / "b"), "");
   auto c = client_for(token_config(server));
+  // While a renews (two renewals seen), b stays a candidate.
+  const auto renew_time = [&] {
+    auto lease = c->get(resources::kLeases, "kube-system", "kgpu-scheduler");
+    return lease ? (*lease)["spec"].value("renewTime", "") : std::string();
+  };
+  for (int i = 0; i < 2; ++i) {
+    const std::string seen = renew_time();
+    ASSERT_TRUE(eventually([&] { return renew_time() != seen; }));
+  }
+  EXPECT_EQ(slurp(d.path() / "b"), "");
   const json before = *c->get(resources::kLeases, "kube-system", "kgpu-scheduler");
   EXPECT_EQ(before["spec"]["holderIdentity"], "a");
   kill(a->pid(), SIGKILL);
@@ -150,7 +158,6 @@ TEST(LeaderElection, KilledLeaderIsReplacedWithinTheLeaseDuration) {
   EXPECT_EQ(after["spec"]["leaseTransitions"], before["spec"]["leaseTransitions"].get<int>() + 1);
   // A clean stop releases the lease: the next candidate takes it at once, not after 2 s.
   auto e = candidate("e");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(b->pid(), SIGTERM);
   ASSERT_TRUE(b->wait(std::chrono::seconds(5)));
   const auto released = std::chrono::steady_clock::now();
