@@ -311,9 +311,13 @@ bool DevicePluginManager::register_one(kubelet::DevicePluginServer& server) {
 
 void DevicePluginManager::control_loop() {
   while (true) {
+    // Wake for the next socket poll, or earlier when the health round or the config check is
+    // already due: a clock that jumped while the previous round ran (a FakeClock advanced in a
+    // test, a suspended VM) must not make the loop sleep through work that is due.
+    const auto deadline = std::min({clock_.steady_now() + opt_.poll_interval, next_health_, next_config_check_});
     {
       std::unique_lock lock(stop_mu_);
-      clock_.wait_for(stop_cv_, lock, opt_.poll_interval, [&] { return stopping_ || dirty_; });
+      clock_.wait_until(stop_cv_, lock, deadline, [&] { return stopping_ || dirty_; });
       if (stopping_) return;
       dirty_ = false;
     }
