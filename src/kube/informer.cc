@@ -40,6 +40,15 @@ IndexFunc by_label(std::string key) {
 
 }  // namespace index
 
+namespace {
+std::string_view resource_version_of(const json& o) {
+  const auto m = o.find("metadata");
+  if (m == o.end() || !m->is_object()) return {};
+  const auto rv = m->find("resourceVersion");
+  return rv != m->end() && rv->is_string() ? std::string_view(rv->get_ref<const std::string&>()) : std::string_view();
+}
+}  // namespace
+
 Informer::Informer(Client& client, InformerOptions options) : client_(client), options_(std::move(options)) {}
 
 Informer::~Informer() { stop(); }
@@ -174,7 +183,7 @@ bool Informer::relist() {
       const auto it = items_.find(k);
       if (it == items_.end()) {
         added.push_back(obj);
-      } else if (*it->second != *obj) {
+      } else if (resource_version_of(*it->second) != resource_version_of(*obj)) {  // same version: same object
         updated.emplace_back(it->second, obj);
       }
     }

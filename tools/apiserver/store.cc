@@ -263,10 +263,11 @@ Answer Store::list(const ResourceInfo& res, const ListOptions& options) const {
   bool more = false;
   int64_t remaining = -1;
   if (const Objects* objs = objects_of(res)) {
-    auto it = after.empty() ? objs->begin() : objs->upper_bound(after);
-    for (; it != objs->end(); ++it) {
+    // Keys are "<namespace>/<name>": one namespace is one contiguous range of the map.
+    const std::string prefix = options.ns.empty() ? std::string() : options.ns + "/";
+    auto it = !after.empty() ? objs->upper_bound(after) : objs->lower_bound(prefix);
+    for (; it != objs->end() && it->first.starts_with(prefix); ++it) {
       const json& o = *it->second;
-      if (!options.ns.empty() && meta_str(o, "namespace") != options.ns) continue;
       if (!matches_labels(options.labels, o) || !matches_fields(options.fields, o)) continue;
       if (options.limit > 0 && static_cast<int64_t>(items.size()) >= options.limit) {
         more = true;
@@ -544,8 +545,9 @@ std::vector<std::shared_ptr<const json>> Store::snapshot(const ResourceInfo& res
   rv = rv_;
   std::vector<std::shared_ptr<const json>> out;
   if (const Objects* objs = objects_of(res)) {
-    for (const auto& [k, o] : *objs) {
-      if (ns.empty() || meta_str(*o, "namespace") == ns) out.push_back(o);
+    const std::string prefix = ns.empty() ? std::string() : ns + "/";
+    for (auto it = objs->lower_bound(prefix); it != objs->end() && it->first.starts_with(prefix); ++it) {
+      out.push_back(it->second);
     }
   }
   return out;
