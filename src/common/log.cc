@@ -1,5 +1,7 @@
 #include "common/log.h"
 
+#include "common/timestamp.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -21,12 +23,9 @@ std::mutex g_mu;
 Sink* g_sink = nullptr;  // guarded by g_mu; null = stderr
 
 std::string timestamp(double unix_seconds) {
-  const long long ms = std::llround(unix_seconds * 1000.0);
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+  return format_rfc3339(std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::duration<double>(unix_seconds))),
+                        3);
 }
 
 void append_json_string(std::string& out, std::string_view v) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/timestamp.h"
 #include "k8s/gpu_resources.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -13,15 +14,6 @@
 namespace kgpu::doctor {
 
 namespace {
-
-std::string now_rfc3339() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 bool is_stack_pod(const nlohmann::json& pod) {
   const std::string name = pod.value("/metadata/name"_json_pointer, std::string());
@@ -206,7 +198,7 @@ Result<std::string> collect_snapshot(const CollectOptions& o) {
   nlohmann::json info = {{"apiVersion", "kgpu.io/v1"},
                          {"kind", "SnapshotInfo"},
                          {"metadata", {{"name", "snapshot"}}},
-                         {"collectedAt", o.collected_at.empty() ? now_rfc3339() : o.collected_at},
+                         {"collectedAt", o.collected_at.empty() ? format_rfc3339(std::chrono::system_clock::now()) : o.collected_at},
                          {"serverVersion", server_version},
                          {"server", config->server},
                          {"context", config->context},

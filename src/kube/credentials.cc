@@ -15,6 +15,7 @@
 
 #include "common/base64.h"
 #include "common/files.h"
+#include "common/timestamp.h"
 
 extern char** environ;
 
@@ -41,30 +42,6 @@ std::string first_line(std::string_view s) {
 }
 
 }  // namespace
-
-std::optional<std::chrono::system_clock::time_point> parse_rfc3339(const std::string& s) {
-  std::tm tm{};
-  const char* rest = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == nullptr) return std::nullopt;
-  if (*rest == '.') {
-    ++rest;
-    while (*rest >= '0' && *rest <= '9') ++rest;
-  }
-  long offset = 0;
-  if (*rest == 'Z' || *rest == 'z') {
-    ++rest;
-  } else if (*rest == '+' || *rest == '-') {
-    int hh = 0, mm = 0;
-    if (std::sscanf(rest + 1, "%2d:%2d", &hh, &mm) != 2) return std::nullopt;
-    offset = (*rest == '+' ? 1 : -1) * (hh * 3600L + mm * 60L);
-    rest += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (*rest != '\0') return std::nullopt;
-  const time_t t = timegm(&tm) - offset;
-  return std::chrono::system_clock::from_time_t(t);
-}
 
 Result<std::string> run_command(const std::vector<std::string>& argv,
                                 const std::vector<std::pair<std::string, std::string>>& env, size_t max_bytes,

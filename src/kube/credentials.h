@@ -57,7 +57,4 @@ Result<std::string> run_command(const std::vector<std::string>& argv,
                                 const std::vector<std::pair<std::string, std::string>>& env, size_t max_bytes,
                                 std::chrono::milliseconds timeout);
 
-// An RFC 3339 timestamp ("2026-12-01T18:00:00Z", fractional seconds and offsets allowed).
-std::optional<std::chrono::system_clock::time_point> parse_rfc3339(const std::string& s);
-
 }  // namespace kgpu::kube

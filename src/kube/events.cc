@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <random>
 
-#include "kube/leader.h"
+#include "common/timestamp.h"
 
 namespace kgpu::kube {
 
@@ -72,7 +72,7 @@ void EventRecorder::record(const EventTarget& regarding, const std::string& type
     Series& s = it->second;
     ++s.count;
     s.last_seen = now;
-    s.last_observed = micro_time_now();
+    s.last_observed = format_rfc3339(std::chrono::system_clock::now(), 6);
     if (now - s.last_write >= options_.series_flush) write_series(s);
     return;
   }
@@ -88,7 +88,7 @@ void EventRecorder::record(const EventTarget& regarding, const std::string& type
   const json event{{"apiVersion", "events.k8s.io/v1"},
                    {"kind", "Event"},
                    {"metadata", {{"name", name}, {"namespace", ns}}},
-                   {"eventTime", micro_time_now()},
+                   {"eventTime", format_rfc3339(std::chrono::system_clock::now(), 6)},
                    {"reportingController", options_.reporting_controller},
                    {"reportingInstance", options_.reporting_instance},
                    {"action", a},
@@ -98,7 +98,7 @@ void EventRecorder::record(const EventTarget& regarding, const std::string& type
                    {"type", type}};
   ++writes_;
   if (!client_.create(resources::kEventsV1, ns, event)) return;
-  series_[key] = Series{ns, name, 1, 1, now, now, now, micro_time_now()};
+  series_[key] = Series{ns, name, 1, 1, now, now, now, format_rfc3339(std::chrono::system_clock::now(), 6)};
 }
 
 void EventRecorder::flush() {

@@ -1,5 +1,7 @@
 #include "kube/leader.h"
 
+#include "common/timestamp.h"
+
 #include <fmt/format.h>
 
 #include <ctime>
@@ -8,16 +10,6 @@
 namespace kgpu::kube {
 
 using nlohmann::json;
-
-std::string micro_time_now() {
-  const auto now = std::chrono::system_clock::now();
-  const auto t = std::chrono::system_clock::to_time_t(now);
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1'000'000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, us);
-}
 
 LeaderElector::LeaderElector(Client& client, LeaderElectionConfig config) : client_(client), cfg_(std::move(config)) {}
 
@@ -29,7 +21,7 @@ std::string LeaderElector::observed_holder() const {
 bool LeaderElector::try_acquire_or_renew() {
   const auto& leases = resources::kLeases;
   const int64_t duration_s = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(cfg_.lease_duration).count());
-  const std::string now = micro_time_now();
+  const std::string now = format_rfc3339(std::chrono::system_clock::now(), 6);
   auto current = client_.get(leases, cfg_.ns, cfg_.name);
   if (!current) {
     if (!current.error().not_found()) return false;
@@ -90,7 +82,7 @@ void LeaderElector::release() {
   json& spec = (*current)["spec"];
   spec["holderIdentity"] = "";
   spec["leaseDurationSeconds"] = 1;
-  spec["renewTime"] = micro_time_now();
+  spec["renewTime"] = format_rfc3339(std::chrono::system_clock::now(), 6);
   client_.update(resources::kLeases, cfg_.ns, cfg_.name, *current);
 }
 

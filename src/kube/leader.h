@@ -56,7 +56,4 @@ class LeaderElector {
   std::chrono::steady_clock::time_point observed_at_;
 };
 
-// A MicroTime as the API writes it: "2026-12-01T18:00:00.123456Z".
-std::string micro_time_now();
-
 }  // namespace kgpu::kube

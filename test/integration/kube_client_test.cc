@@ -16,6 +16,7 @@
 #include "test_env.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "common/timestamp.h"
 #include "kube/credentials.h"
 
 namespace kgpu::kube {

@@ -1,5 +1,6 @@
 #include "store.h"
 
+#include "common/timestamp.h"
 #include "validation.h"
 
 #include <fmt/format.h>
@@ -76,14 +77,6 @@ json spec_part(const json& o) {
 }
 
 }  // namespace
-
-std::string now_rfc3339() {
-  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec);
-}
 
 std::string random_uid() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -199,7 +192,7 @@ Answer Store::create(const ResourceInfo& res, const std::string& ns, json body, 
   }
   if (!restore || !m.contains("uid") || !m["uid"].is_string()) m["uid"] = random_uid();
   if (!restore || !m.contains("creationTimestamp") || !m["creationTimestamp"].is_string()) {
-    m["creationTimestamp"] = now_rfc3339();
+    m["creationTimestamp"] = format_rfc3339(std::chrono::system_clock::now());
   }
   m["generation"] = 1;
   m.erase("resourceVersion");
@@ -440,7 +433,7 @@ Answer Store::remove(const ResourceInfo& res, const std::string& ns, const std::
   if (has_finalizers(*old)) {
     if (!meta_str(*old, "deletionTimestamp").empty()) return Answer{200, *old};
     auto obj = std::make_shared<json>(*old);
-    (*obj)["metadata"]["deletionTimestamp"] = now_rfc3339();
+    (*obj)["metadata"]["deletionTimestamp"] = format_rfc3339(std::chrono::system_clock::now());
     (*obj)["metadata"]["deletionGracePeriodSeconds"] = 0;
     if (res.group.empty() && res.plural == "namespaces") (*obj)["status"]["phase"] = "Terminating";
     objs[key] = obj;
@@ -501,7 +494,7 @@ Answer Store::bind(const ResourceInfo& pods, const std::string& ns, const std::s
   json& conditions = (*obj)["status"]["conditions"];
   if (!conditions.is_array()) conditions = json::array();
   const json scheduled{{"type", "PodScheduled"}, {"status", "True"}, {"lastProbeTime", nullptr},
-                       {"lastTransitionTime", now_rfc3339()}};
+                       {"lastTransitionTime", format_rfc3339(std::chrono::system_clock::now())}};
   auto c = std::find_if(conditions.begin(), conditions.end(), [](const json& x) { return x.value("type", "") == "PodScheduled"; });
   if (c == conditions.end()) {
     conditions.push_back(scheduled);

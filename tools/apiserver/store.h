@@ -117,7 +117,6 @@ class Store {
   std::map<const ResourceInfo*, Objects> objects_;
 };
 
-std::string now_rfc3339();
 std::string random_uid();
 
 }  // namespace kgpu::apiserver
