@@ -33,16 +33,6 @@ std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
-// Polls `cond` every 10 ms until it holds or `timeout` passes.
-template <typename F>
-bool eventually(F cond, std::chrono::milliseconds timeout = 5s) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return cond();
-}
 
 size_t count_health(const std::vector<DeviceEntry>& list, const std::string& health) {
   return static_cast<size_t>(

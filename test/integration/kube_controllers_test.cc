@@ -21,16 +21,6 @@ namespace {
 using nlohmann::json;
 using namespace kgpu::testing;  // the stand-in fixture and its helpers
 
-// Polls `cond` every 10 ms for up to `timeout`.
-template <typename F>
-bool eventually(F cond, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return cond();
-}
 
 json bound_pod(const std::string& name, const std::string& node) {
   json p = test_pod(name);

@@ -15,22 +15,12 @@ namespace kgpu::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 using testing::FakeNodeFile;
 using testing::TempDir;
 
 constexpr const char* kL4 = "preset: pcie-l4-4\n";
 
-// Polls `cond` (real time) until it holds or `timeout` passes: for work done by the manager's
-// own threads (the event thread, the control loop after an advance).
-template <typename F>
-bool eventually(F cond, std::chrono::milliseconds timeout = 5s) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return cond();
-}
 
 class PluginHealth : public ::testing::Test {
  protected:

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu/node.h"
@@ -59,6 +60,18 @@ int agent_port(const std::string& log_path, std::chrono::milliseconds timeout = 
 std::vector<int> listening_ports(int pid);
 // Waits up to `timeout` for process `pid` to listen on a TCP port; the lowest one, or 0.
 int wait_for_listening_port(int pid, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Polls `cond` every 5 ms (real time) until it holds or `timeout` passes; returns the last
+// answer. For work done by other threads or processes; code on a Clock is driven by FakeClock.
+template <typename F>
+bool eventually(F cond, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
 
 // A temporary directory removed on destruction.
 class TempDir {
