@@ -1,0 +1,132 @@
+// The simulated node the fake serves: read from $KGPU_FAKE_NVML_CONFIG (else an embedded 8x H100
+// node) and re-read whenever the file changes, so a test can change telemetry, processes and MIG
+// layout, lose a GPU, make a call fail, or append an XID while a program runs. A new file that
+// does not parse is reported on stderr and ignored (the last good node stays). Handles given out
+// stay stable across reloads.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/files.h"
+#include "common/log.h"
+#include "fake_nvml.h"
+
+namespace kgpu::fake_nvml {
+
+namespace {
+
+constexpr const char* kConfigEnv = "KGPU_FAKE_NVML_CONFIG";
+
+}  // namespace
+
+Fake::~Fake() {
+  for (auto* s : sets) delete s;
+}
+
+void Fake::reset() {
+  loaded = false;
+  path.clear();
+  mtime = {};
+  size = -1;
+  last_error.clear();
+  node = Node{};
+  for (auto* h : gpu_handles) h->gpu = ~0u;
+  gpu_handles.clear();
+  mig_handles.clear();
+  mig_generation.clear();
+  lost_seen.clear();
+  xids_seen = 0;
+}
+
+void Fake::diagnose(const std::string& message) const {
+  kgpu::log::configure_from_environment();
+  kgpu::log::error(loaded ? message + " (keeping the previous node)" : message, {kgpu::log::kv("file", path)});
+}
+
+bool Fake::refresh() {
+  if (!loaded && path.empty()) {
+    const char* env = std::getenv(kConfigEnv);
+    path = env != nullptr ? env : "";
+    if (path.empty()) {
+      apply(kgpu::fake::default_node(), true);
+      return true;
+    }
+  }
+  if (path.empty()) return loaded;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (!loaded)
+      last_error = fmt::format("fake NVML: cannot read node description {}: {}", path, std::strerror(errno));
+    return loaded;
+  }
+  if (loaded && st.st_mtim.tv_sec == mtime.tv_sec && st.st_mtim.tv_nsec == mtime.tv_nsec && st.st_size == size) {
+    return true;
+  }
+  mtime = st.st_mtim;
+  size = st.st_size;
+  auto text = kgpu::read_file_limited(path, kgpu::fake::kMaxNodeFileBytes);
+  if (!text) {
+    last_error = "fake NVML: node description: " + text.error().message;
+    diagnose(last_error);
+    return loaded;
+  }
+  auto parsed = kgpu::fake::parse_node(*text, path);
+  if (!parsed) {
+    last_error = "fake NVML: " + parsed.error().message;
+    diagnose(last_error);
+    return loaded;
+  }
+  apply(std::move(*parsed), !loaded);
+  return true;
+}
+
+void Fake::apply(Node n, bool first) {
+  const size_t old_xids = first ? n.xids.size() : xids_seen;
+  std::vector<std::string> old_layout(node.gpus.size());
+  for (size_t i = 0; i < node.gpus.size(); ++i) old_layout[i] = layout_key(node.gpus[i]);
+  node = std::move(n);
+  loaded = true;
+  while (gpu_handles.size() < node.gpus.size()) {
+    arena.push_back(Handle{static_cast<unsigned>(gpu_handles.size()), -1, 0});
+    gpu_handles.push_back(&arena.back());
+  }
+  mig_handles.resize(node.gpus.size());
+  mig_generation.resize(node.gpus.size(), 0);
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    if (i < old_layout.size() && old_layout[i] == layout_key(node.gpus[i]) && !mig_handles[i].empty()) continue;
+    mig_generation[i] = ++generations;
+    mig_handles[i].clear();
+    for (size_t k = 0; k < node.gpus[i].mig.size(); ++k) {
+      arena.push_back(Handle{static_cast<unsigned>(i), static_cast<int>(k), mig_generation[i]});
+      mig_handles[i].push_back(&arena.back());
+    }
+  }
+  // New XIDs (appended entries) and newly lost GPUs (XID 79, fallen off the bus) become events.
+  for (size_t k = old_xids; k < node.xids.size(); ++k) {
+    const auto& x = node.xids[k];
+    deliver(x.gpu, x.type, x.xid);
+  }
+  xids_seen = node.xids.size();
+  for (unsigned g : node.lost) {
+    if (lost_seen.insert(g).second && !first) deliver(g, kEventXidCriticalError, 79);
+  }
+  std::erase_if(lost_seen,
+                [&](unsigned g) { return std::find(node.lost.begin(), node.lost.end(), g) == node.lost.end(); });
+}
+
+std::string Fake::layout_key(const Gpu& g) {
+  std::string k = g.uuid + (g.mig_enabled ? "+" : "-");
+  for (const auto& m : g.mig) k += fmt::format("{}@{}#{};", m.shape->key, m.start, m.gpu_instance_id);
+  return k;
+}
+
+Fake& fake() {
+  static Fake f;
+  return f;
+}
+
+}  // namespace kgpu::fake_nvml
