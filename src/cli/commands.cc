@@ -17,6 +17,7 @@
 #include "gpu/node.h"
 #include "gpu/report.h"
 #include "cli/doctor_cmd.h"
+#include "cli/scheduler_cmd.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -371,6 +372,7 @@ int run(int argc, char** argv) {
   sim_cmd->add_option("--svg", so.svg_path, "Write a plot of allocation vs arrived ratio per policy");
 
   auto* doctor_cmd = add_doctor_command(app);
+  auto* scheduler_cmd = add_scheduler_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -383,6 +385,7 @@ int run(int argc, char** argv) {
   if (*doctor_cmd) return run_doctor_command();
   if (*lint_cmd) return run_lint_command();
   if (*sim_cmd) return cmd_sim(so);
+  if (*scheduler_cmd) return run_scheduler_command();
   if (*agent_cmd) {
     const auto level = log::parse_level(log_level);
     const auto format = log::parse_format(log_format);

@@ -658,15 +658,22 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
   return out;
 }
 
-Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng) {
+Outcome Framework::schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng, const std::vector<char>* allowed) {
+  if (allowed != nullptr && allowed->size() != cluster.nodes().size()) allowed = nullptr;
   // Node states are interned without names: a pod whose affinity reads them scans every node.
-  if (incremental_ && tie_break_ == TieBreak::kFirst && score_->pure() && !pod.affinity_reads_node_name())
-    return schedule_indexed(pod, cluster, rng);
+  if (incremental_ && tie_break_ == TieBreak::kFirst && score_->pure() && !pod.affinity_reads_node_name()) {
+    Outcome out = schedule_indexed(pod, cluster, rng);
+    // The first best node of the whole cluster is also the first best among the allowed ones when
+    // it is one of them; otherwise (or to count reasons over the allowed nodes only) scan them.
+    if (allowed == nullptr || (out.placement && (*allowed)[out.placement->node])) return out;
+    if (out.placement) unreserve(pod, *out.placement, cluster);
+  }
   Outcome out;
-  out.nodes = cluster.nodes().size();
   feasible_.clear();
   ReasonTally tally;
   for (size_t i = 0; i < cluster.nodes().size(); ++i) {
+    if (allowed != nullptr && !(*allowed)[i]) continue;
+    ++out.nodes;
     const NodeState& n = cluster.node(i);
     const FitStatus st = run_filters(filters_, pod, n);
     if (st.fits()) {

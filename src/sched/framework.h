@@ -125,7 +125,9 @@ class Framework {
   Framework(Framework&&) noexcept;
   Framework& operator=(Framework&&) noexcept;
   // Chooses a placement for `pod` and applies it to `cluster` (Reserve); Outcome says why not.
-  Outcome schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);
+  // `allowed` (indexed like the cluster's nodes): only nodes with a non-zero entry are
+  // candidates; the others are left out of the outcome (nodes, feasible, reasons) entirely.
+  Outcome schedule(const Pod& pod, Cluster& cluster, std::mt19937_64& rng, const std::vector<char>* allowed = nullptr);
   // false: always scan every node (the reference the incremental path is tested against).
   void set_incremental(bool on) { incremental_ = on; }
   // Undoes a placement (Unreserve): the pod left, or a later stage rejected it.

@@ -31,6 +31,22 @@ int64_t mib_ceil(const k8s::Quantity& q) {
 
 }  // namespace
 
+NodeState node_from_k8s(const k8s::Document& doc, const k8s::KubeNode& node) {
+  NodeState n;
+  n.name = std::string(doc.metadata.name);
+  const auto& alloc = node.allocatable;
+  if (auto it = alloc.find("cpu"); it != alloc.end()) n.cpu_milli = it->second->milli_value();
+  if (auto it = alloc.find("memory"); it != alloc.end()) n.memory_mib = it->second->value() >> 20;
+  for (const auto& [k, v] : doc.metadata.labels) n.labels.emplace(k, v);
+  if (auto it = n.labels.find("nvidia.com/gpu.product"); it != n.labels.end()) n.gpu_model = it->second;
+  for (const auto& t : node.taints)
+    n.taints.push_back(Taint{std::string(t.key), std::string(t.value), std::string(t.effect)});
+  n.unschedulable = node.unschedulable.value_or(false);
+  n.cpu_free = n.cpu_milli;
+  n.memory_free = n.memory_mib;
+  return n;
+}
+
 bool holds_node_resources(const k8s::Pod& pod) {
   if (pod.spec.node_name->empty()) return false;
   const auto phase = *pod.status.phase;
@@ -43,22 +59,12 @@ Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sP
   out.reserve(nodes.size());
   std::unordered_map<std::string_view, size_t> index;
   for (const auto& ref : nodes) {
-    NodeState n;
-    n.name = std::string(ref.doc->metadata.name);
-    const auto& alloc = ref.node->allocatable;
-    if (auto it = alloc.find("cpu"); it != alloc.end()) n.cpu_milli = it->second->milli_value();
-    if (auto it = alloc.find("memory"); it != alloc.end()) n.memory_mib = it->second->value() >> 20;
+    NodeState n = node_from_k8s(*ref.doc, *ref.node);
     int64_t units = 0;
-    if (auto it = alloc.find(resource); it != alloc.end()) units = std::max<int64_t>(0, it->second->value());
+    if (auto it = ref.node->allocatable.find(resource); it != ref.node->allocatable.end())
+      units = std::max<int64_t>(0, it->second->value());
     units = std::min(units, kMaxGpusPerNode);
     n.gpu_free.assign(static_cast<size_t>(units), kMilli);
-    for (const auto& [k, v] : ref.doc->metadata.labels) n.labels.emplace(k, v);
-    if (auto it = n.labels.find("nvidia.com/gpu.product"); it != n.labels.end()) n.gpu_model = it->second;
-    for (const auto& t : ref.node->taints)
-      n.taints.push_back(Taint{std::string(t.key), std::string(t.value), std::string(t.effect)});
-    n.unschedulable = ref.node->unschedulable.value_or(false);
-    n.cpu_free = n.cpu_milli;
-    n.memory_free = n.memory_mib;
     index.emplace(ref.doc->metadata.name, out.size());
     out.push_back(std::move(n));
   }

@@ -46,6 +46,10 @@ struct K8sPodRef {
 // True for pods whose resources the scheduler counts on their node: bound and not finished.
 bool holds_node_resources(const k8s::Pod& pod);
 
+// A node's name, labels, taints, cordon, allocatable CPU (milli) and memory (MiB), with nothing
+// used and no GPUs (the caller adds them).
+NodeState node_from_k8s(const k8s::Document& doc, const k8s::KubeNode& node);
+
 // The cluster for `resource`; node i of the result is nodes[i]. GPU model: the node's
 // nvidia.com/gpu.product label; Node::unschedulable: spec.unschedulable.
 Cluster cluster_from_k8s(std::span<const K8sNodeRef> nodes, std::span<const K8sPodRef> pods, std::string_view resource);

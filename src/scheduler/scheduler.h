@@ -1,0 +1,142 @@
+// The live GPU scheduler behind `kgpu scheduler`: a model of the cluster's GPUs kept from the API
+// (nodes with their agents' GPU reports, pods with their assignments) and the extender verbs.
+//
+// Model. One pool per device resource: `nvidia.com/gpu` (whole GPUs) and `nvidia.com/gpu.shared`
+// (shares, each GPU kMilli split into its replica count R; a pod asking k replicas takes k/R of
+// one GPU). A node's GPUs come from its agent's report (annotation kgpu.io/gpus): only healthy
+// GPUs advertised under the pool's resource belong to the pool; a node without a report has no
+// GPUs kgpu can assign. What a pod holds (its charge) comes from, in order:
+//   1. the agent's report, when it lists the pod (what the container really got);
+//   2. the pod's kgpu.io/gpu-assignment (bound by kgpu, not admitted yet);
+//   3. a pending choice of ours (filter chose, bind not done; expires after `assume_ttl`);
+//   4. for a pod bound by someone else that the report does not list yet: the GPUs the default
+//      choice would take (so the count is right; the report corrects the place).
+// Report entries for pods the informer does not know hold their GPUs until the report drops them.
+// CPU and memory of every bound, unfinished pod are charged too (FGD's fit test reads them).
+//
+// Decisions. filter() chooses node and GPUs among the nodes kube-scheduler passed, with the
+// configured policy, charges them at once (so the next pod sees them taken), and returns that
+// one node. bind() writes the Binding with the assignment annotations; a lost race (409), a pod
+// already bound, or a node still admitting an indistinguishable pod (see `serialize_admission`)
+// gives an error and drops the charge: kube-scheduler retries, a GPU is never given twice.
+//
+// Thread safety: every public method may be called from any thread (one lock; the API calls of
+// bind() and the events are made outside it).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "k8s/gpu_assignment.h"
+#include "sched/framework.h"
+#include "scheduler/extender.h"
+
+namespace kgpu::kube {
+class Client;
+class EventRecorder;
+}  // namespace kgpu::kube
+
+namespace kgpu::scheduler {
+
+inline constexpr const char* kWholeResource = "nvidia.com/gpu";
+inline constexpr const char* kSharedResource = "nvidia.com/gpu.shared";
+
+struct SchedulerOptions {
+  std::string policy = "FGDPack";  // any sched::policy_registry() name
+  uint64_t seed = 1;
+  sched::TieBreak tie_break = sched::TieBreak::kFirst;
+  // A filter choice not followed by a bind within this long is forgotten (the attempt was aborted).
+  std::chrono::milliseconds assume_ttl{60'000};
+  // Bind refuses a pod while another kgpu pod on the node with an equal per-container request of
+  // the same resource is bound but not yet allocated by the agent (younger than admission_wait),
+  // so the agent can never confuse the two. Off for replays without kubelets.
+  bool serialize_admission = true;
+  std::chrono::milliseconds admission_wait{30'000};
+  // How often the target workload (FGD's task shapes, from the live GPU pods) is recomputed.
+  std::chrono::milliseconds workload_refresh{60'000};
+  Clock* clock = &Clock::real();
+};
+
+// What filter() decided.
+struct FilterDecision {
+  FilterResult result;
+  std::optional<std::string> node;
+  std::vector<std::string> gpus;  // uuids on `node`
+  std::string message;            // the outcome for people ("0/3 nodes are available: ...")
+};
+
+struct PreemptDecision {
+  std::map<std::string, Victims> kept;
+};
+
+struct SchedulerStats {
+  uint64_t filters = 0, scheduled = 0, unschedulable = 0, errors = 0, binds = 0, bind_errors = 0, preempts = 0;
+  uint64_t rebuilds = 0;
+};
+
+class GpuScheduler {
+ public:
+  // `client` and `events` (not owned; may be null in tests that do not bind) must outlive this.
+  static Result<std::unique_ptr<GpuScheduler>> create(SchedulerOptions options, kube::Client* client,
+                                                      kube::EventRecorder* events);
+  ~GpuScheduler();
+
+  // Informer feed (any thread). Objects are Kubernetes JSON.
+  void upsert_node(const nlohmann::json& node);
+  void remove_node(const std::string& name);
+  void upsert_pod(const nlohmann::json& pod);
+  void remove_pod(const nlohmann::json& pod);
+  // Replaces everything (a relist).
+  void reset(const std::vector<nlohmann::json>& nodes, const std::vector<nlohmann::json>& pods);
+
+  // The extender verbs.
+  FilterDecision filter(const ExtenderArgs& args);
+  std::vector<std::pair<std::string, int64_t>> prioritize(const ExtenderArgs& args);
+  // "" on success, else the error for ExtenderBindingResult.Error.
+  std::string bind(const BindingArgs& args);
+  PreemptDecision preempt(const PreemptionArgs& args);
+
+  // Prometheus text: kgpu_scheduler_* families (docs/scheduler.md).
+  std::string metrics_text();
+  SchedulerStats stats() const;
+  // The GPUs (uuids) charged on `node` per pod uid, for tests and `kgpu` tools.
+  std::map<std::string, std::vector<std::string>> charges_on(const std::string& node) const;
+  // Cluster-wide allocation of a pool: allocated and capacity in milli-GPU.
+  std::pair<int64_t, int64_t> allocation(const std::string& resource) const;
+
+  struct Impl;
+
+ private:
+  explicit GpuScheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The pod's containers that request `resource`, in the order the kubelet allocates them (init
+// containers, then containers), with their requests; init containers that are not sidecars run
+// before the others and may reuse their GPUs.
+struct ContainerRequest {
+  std::string name;
+  int64_t units = 0;
+  bool init = false;  // a non-sidecar init container
+};
+std::vector<ContainerRequest> container_requests(const nlohmann::json& pod, const std::string& resource);
+
+// Splits a pod's GPUs over its containers: init containers take the first of the pod's GPUs they
+// need (they finish before the others start); the other containers take consecutive slices. For
+// shares every container gets the one GPU.
+k8s::Assignment split_assignment(const std::vector<ContainerRequest>& containers, const std::vector<std::string>& gpus,
+                                 bool share);
+
+}  // namespace kgpu::scheduler

@@ -1,0 +1,41 @@
+// `kgpu scheduler`: the extender's HTTP endpoints, fed by informers on nodes and pods, with
+// leader election so that replicas never decide at once.
+//
+// Endpoints (POST, JSON as kube-scheduler sends it): /filter, /prioritize, /bind, /preempt.
+// GET /metrics (Prometheus), /healthz (the process answers), /readyz (200 only on the leader with
+// both informers synced: a Service in front of the replicas then reaches the leader only).
+// A replica that is not the leader answers the verbs with 503 and the leader's name.
+//
+// Threads: informers (2), the leader elector (1), the HTTP pool (`threads`), the caller's thread
+// waiting for `stop`.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "kube/config.h"
+#include "scheduler/scheduler.h"
+
+namespace kgpu::scheduler {
+
+struct ServeOptions {
+  std::string address = ":8888";  // [host]:port; port 0: one the system picks (logged)
+  std::string tls_cert_file, tls_key_file;  // both set: HTTPS (the extender's enableHTTPS)
+  size_t threads = 8;
+  SchedulerOptions scheduler;
+  kube::LoadOptions kube;
+  double kube_qps = 50;
+  int kube_burst = 100;
+  bool leader_elect = true;
+  std::string lease_namespace = "kube-system";
+  std::string lease_name = "kgpu-scheduler";
+  std::string identity;  // default: hostname + "_" + a random suffix
+  std::chrono::milliseconds lease_duration{15'000}, renew_deadline{10'000}, retry_period{2'000};
+  std::chrono::milliseconds sync_timeout{120'000};
+};
+
+// Runs until `stop` is set (or SIGINT/SIGTERM when null). Returns the exit status.
+int run_scheduler(const ServeOptions& options, std::atomic<bool>* stop = nullptr);
+
+}  // namespace kgpu::scheduler

@@ -1,0 +1,345 @@
+// `kgpu scheduler` as kube-scheduler sees it: the real binary against the API-server stand-in,
+// called over HTTP with the JSON kube-scheduler sends (Go field names, capitalised).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <set>
+
+#include "k8s/gpu_assignment.h"
+#include "standin.h"
+#include "test_env.h"
+
+namespace kgpu::testing {
+namespace {
+
+using nlohmann::json;
+namespace res = kube::resources;
+
+// A node whose agent reported `gpus` GPUs under `resource` (replicas each), NVLink in pairs.
+json gpu_node(const std::string& name, int gpus, const std::string& resource = "nvidia.com/gpu", int replicas = 1,
+              const std::vector<k8s::GpuUse>& used0 = {}) {
+  k8s::NodeGpuReport r;
+  r.observed_at = "2026-12-01T00:00:00.000000Z";
+  for (int i = 0; i < gpus; ++i) {
+    k8s::ReportedGpu g;
+    g.index = i;
+    g.uuid = "GPU-" + name + "-" + std::to_string(i);
+    g.model = "NVIDIA H100 80GB HBM3";
+    g.memory_mib = 81559;
+    g.resource = resource;
+    g.replicas = replicas;
+    g.nvlink_peers = {i ^ 1};
+    if (i == 0) g.used = used0;
+    r.gpus.push_back(g);
+  }
+  return json{{"metadata",
+               {{"name", name},
+                {"labels", {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}},
+                {"annotations", {{k8s::kAnnotationNodeGpus, k8s::format_node_report(r)}}}}},
+              {"status",
+               {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "110"}, {resource, std::to_string(gpus * replicas)}}},
+                {"capacity", {{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "110"}, {resource, std::to_string(gpus * replicas)}}}}}};
+}
+
+json gpu_pod(const std::string& name, int gpus, const std::string& resource = "nvidia.com/gpu") {
+  json c{{"name", "main"}, {"image", "i:1"}, {"resources", {{"limits", {{resource, std::to_string(gpus)}}}}}};
+  return json{{"metadata", {{"name", name}, {"namespace", "default"}}}, {"spec", {{"containers", json::array({c})}}}};
+}
+
+class Scheduler {
+ public:
+  Scheduler(const StandIn& s, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{KGPU_BINARY, "scheduler", "--kubeconfig", s.kubeconfig(), "--address", "127.0.0.1:0",
+                                  "--log-level", "debug"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    log_ = (dir_.path() / "log").string();
+    proc_ = std::make_unique<ChildProcess>(argv, std::vector<std::string>{}, log_);
+    port_ = agent_port(log_, std::chrono::seconds(20));
+    EXPECT_GT(port_, 0) << slurp(log_);
+  }
+  httplib::Result post(const std::string& verb, const json& body) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(std::chrono::seconds(10));
+    return c.Post("/" + verb, body.dump(), "application/json");
+  }
+  httplib::Result post_raw(const std::string& verb, const std::string& body) {
+    httplib::Client c("127.0.0.1", port_);
+    return c.Post("/" + verb, body, "application/json");
+  }
+  httplib::Result get(const std::string& path) {
+    httplib::Client c("127.0.0.1", port_);
+    return c.Get(path);
+  }
+  bool ready() {
+    auto r = get("/readyz");
+    return r && r->status == 200;
+  }
+  std::string log() const { return slurp(log_); }
+  // SIGTERM, and time to hand the lease over.
+  void stop() {
+    ::kill(proc_->pid(), SIGTERM);
+    EXPECT_TRUE(proc_->wait(std::chrono::seconds(10)).has_value()) << log();
+    proc_.reset();
+  }
+
+ private:
+  TempDir dir_;
+  std::string log_;
+  std::unique_ptr<ChildProcess> proc_;
+  int port_ = 0;
+};
+
+class SchedulerLive : public ::testing::Test {
+ protected:
+  void SetUp() override { client_ = client_for(token_config(standin_)); }
+
+  json create(const kube::Resource& r, const json& obj) {
+    auto out = client_->create(r, r.namespaced ? "default" : "", obj);
+    EXPECT_TRUE(out) << out.error().text();
+    return out ? *out : json();
+  }
+  json pod(const std::string& name) {
+    auto p = client_->get(res::kPods, "default", name);
+    EXPECT_TRUE(p) << p.error().text();
+    return p ? *p : json();
+  }
+  // filter with NodeNames (nodeCacheCapable: true): the chosen node, or "" with the reply in `reply`.
+  std::string filter(Scheduler& s, const json& pod_obj, const std::vector<std::string>& nodes, json* reply = nullptr) {
+    auto r = s.post("filter", json{{"Pod", pod_obj}, {"Nodes", nullptr}, {"NodeNames", nodes}});
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer") << s.log();
+    if (!r) return "";
+    json j = json::parse(r->body);
+    if (reply != nullptr) *reply = j;
+    EXPECT_TRUE(j.contains("FailedNodes"));
+    if (!j["NodeNames"].is_array() || j["NodeNames"].empty()) return "";
+    EXPECT_EQ(j["NodeNames"].size(), 1u) << j.dump();
+    return j["NodeNames"][0];
+  }
+  std::string bind(Scheduler& s, const json& pod_obj, const std::string& node) {
+    auto r = s.post("bind", json{{"PodName", pod_obj["metadata"]["name"]}, {"PodNamespace", "default"},
+                                 {"PodUID", pod_obj["metadata"]["uid"]}, {"Node", node}});
+    EXPECT_TRUE(r && r->status == 200) << (r ? std::to_string(r->status) + r->body : "no answer");
+    return r ? json::parse(r->body)["Error"].get<std::string>() : "no answer";
+  }
+  static std::vector<std::string> assigned(const json& p) {
+    std::vector<std::string> out;
+    auto a = k8s::parse_assignment(p["metadata"]["annotations"][k8s::kAnnotationGpuAssignment].get<std::string>());
+    EXPECT_TRUE(a);
+    for (const auto& c : *a) out.insert(out.end(), c.uuids.begin(), c.uuids.end());
+    return out;
+  }
+  // Lets the scheduler's informers catch up with what the test wrote.
+  void settle(Scheduler& s, const std::string& metric_line) {
+    EXPECT_TRUE(eventually([&] {
+      auto r = s.get("/metrics");
+      return r && r->body.find(metric_line) != std::string::npos;
+    }, std::chrono::seconds(10)))
+        << metric_line;
+  }
+
+  StandIn standin_;
+  std::unique_ptr<kube::Client> client_;
+};
+
+TEST_F(SchedulerLive, FilterChoosesOneNodeAndNvlinkedGpusAndBindWritesThemWithTheNode) {
+  // n1's GPU 0 is held by a pod of another scheduler (reported by the agent).
+  create(res::kNodes, gpu_node("n1", 4, "nvidia.com/gpu", 1, {{"default", "other", "uid-other", "c", 1}}));
+  create(res::kNodes, gpu_node("n2", 4));
+  Scheduler s(standin_, {"--leader-elect=false"});
+  ASSERT_TRUE(eventually([&] { return s.ready(); }, std::chrono::seconds(10))) << s.log();
+  settle(s, "kgpu_scheduler_gpu_allocated{resource=\"nvidia.com/gpu\"} 1");
+  const json p = create(res::kPods, gpu_pod("train", 2));
+  json reply;
+  const std::string node = filter(s, p, {"n1", "n2"}, &reply);
+  ASSERT_FALSE(node.empty()) << reply.dump();
+  EXPECT_EQ(reply["FailedNodes"].size(), 1u) << reply.dump();
+  // prioritize: the chosen node gets kube-scheduler's maximum.
+  auto pr = s.post("prioritize", json{{"Pod", p}, {"Nodes", nullptr}, {"NodeNames", {"n1", "n2"}}});
+  ASSERT_TRUE(pr && pr->status == 200);
+  for (const auto& h : json::parse(pr->body)) EXPECT_EQ(h["Score"], h["Host"] == node ? 10 : 0) << pr->body;
+  EXPECT_EQ(bind(s, p, node), "");
+  const json bound = pod("train");
+  EXPECT_EQ(bound["spec"]["nodeName"], node);
+  const auto gpus = assigned(bound);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(bound["metadata"]["annotations"][k8s::kAnnotationGpuResource], "nvidia.com/gpu");
+  EXPECT_TRUE(bound["metadata"]["annotations"].contains(k8s::kAnnotationBoundAt));
+  // The pair is NVLinked (0-1 or 2-3) and never n1's GPU 0.
+  const auto idx = [](const std::string& u) { return u.back() - '0'; };
+  EXPECT_EQ(idx(gpus[0]) ^ 1, idx(gpus[1])) << gpus[0] << " " << gpus[1];
+  EXPECT_NE(gpus[0], "GPU-n1-0");
+  EXPECT_NE(gpus[1], "GPU-n1-0");
+}
+
+TEST_F(SchedulerLive, NeverGivesAGpuTwiceAcrossARestartAndTellsWhyNot) {
+  create(res::kNodes, gpu_node("n1", 2));
+  // No agent allocates here: equal pods need not wait for admission.
+  const std::vector<std::string> flags{"--leader-elect=false", "--serialize-admission=false"};
+  auto s = std::make_unique<Scheduler>(standin_, flags);
+  ASSERT_TRUE(eventually([&] { return s->ready(); }, std::chrono::seconds(10))) << s->log();
+  settle(*s, "kgpu_scheduler_gpu_capacity{resource=\"nvidia.com/gpu\"} 2");
+  std::set<std::string> taken;
+  const json a = create(res::kPods, gpu_pod("a", 1));
+  ASSERT_EQ(filter(*s, a, {"n1"}), "n1");
+  ASSERT_EQ(bind(*s, a, "n1"), "");
+  taken.insert(assigned(pod("a"))[0]);
+  // The scheduler restarts between two pods: it rebuilds what is taken from the API.
+  s = std::make_unique<Scheduler>(standin_, flags);
+  ASSERT_TRUE(eventually([&] { return s->ready(); }, std::chrono::seconds(10))) << s->log();
+  settle(*s, "kgpu_scheduler_gpu_allocated{resource=\"nvidia.com/gpu\"} 1");
+  const json b = create(res::kPods, gpu_pod("b", 1));
+  ASSERT_EQ(filter(*s, b, {"n1"}), "n1");
+  ASSERT_EQ(bind(*s, b, "n1"), "");
+  taken.insert(assigned(pod("b"))[0]);
+  EXPECT_EQ(taken.size(), 2u);
+  // A third finds no GPU, in kube-scheduler's words with the GPU detail; an event says so.
+  const json c = create(res::kPods, gpu_pod("c", 1));
+  json reply;
+  EXPECT_EQ(filter(*s, c, {"n1"}, &reply), "");
+  const std::string why = reply["FailedNodes"].value("n1", "");
+  EXPECT_NE(why.find("Insufficient nvidia.com/gpu"), std::string::npos) << reply.dump();
+  EXPECT_NE(why.find("0 of 2 GPUs free"), std::string::npos) << reply.dump();
+  EXPECT_TRUE(eventually([&] {
+    auto ev = client_->list(res::kEventsV1, "default");
+    return ev && ev->dump().find("FailedScheduling") != std::string::npos && ev->dump().find("kgpu") != std::string::npos;
+  }));
+  auto m = s->get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("kgpu_scheduler_attempts_total{verb=\"filter\",result=\"unschedulable\"} 1"), std::string::npos);
+  EXPECT_NE(m->body.find("kgpu_scheduler_pending_gpu_pods{reason=\"Insufficient nvidia.com/gpu\"} 1"), std::string::npos)
+      << m->body;
+  // Deleting a pod gives its GPU back.
+  ASSERT_TRUE(client_->remove(res::kPods, "default", "a"));
+  settle(*s, "kgpu_scheduler_gpu_allocated{resource=\"nvidia.com/gpu\"} 1");
+  EXPECT_EQ(filter(*s, c, {"n1"}), "n1");
+}
+
+TEST_F(SchedulerLive, PodsOfOtherSchedulersAreCountedAndTheReportPlacesThem) {
+  create(res::kNodes, gpu_node("n1", 2));
+  // Bound by someone else, no kgpu assignment, not yet in the agent's report.
+  json other = gpu_pod("other", 1);
+  other["spec"]["nodeName"] = "n1";
+  other = create(res::kPods, other);
+  Scheduler s(standin_, {"--leader-elect=false"});
+  ASSERT_TRUE(eventually([&] { return s.ready(); }, std::chrono::seconds(10))) << s.log();
+  settle(s, "kgpu_scheduler_gpu_allocated{resource=\"nvidia.com/gpu\"} 1");
+  // The agent then reports where it really is: GPU 1.
+  json node = gpu_node("n1", 2);
+  auto report = *k8s::parse_node_report(node["metadata"]["annotations"][k8s::kAnnotationNodeGpus].get<std::string>());
+  report.gpus[1].used = {{"default", "other", other["metadata"]["uid"], "main", 1}};
+  ASSERT_TRUE(client_->patch(res::kNodes, "", "n1", kube::PatchType::kMerge,
+                             json{{"metadata", {{"annotations", {{k8s::kAnnotationNodeGpus, k8s::format_node_report(report)}}}}}}));
+  const std::string other_uid = other["metadata"]["uid"];
+  EXPECT_TRUE(eventually([&] {
+    auto r = s.get("/debug/nodes/n1");
+    return r && r->status == 200 && json::parse(r->body).value(other_uid, json()) == json::array({"GPU-n1-1"});
+  })) << s.get("/debug/nodes/n1")->body;
+  const json p = create(res::kPods, gpu_pod("mine", 1));
+  ASSERT_EQ(filter(s, p, {"n1"}), "n1");
+  ASSERT_EQ(bind(s, p, "n1"), "");
+  EXPECT_EQ(assigned(pod("mine")), std::vector<std::string>{"GPU-n1-0"});
+}
+
+TEST_F(SchedulerLive, ALostRaceIsAnErrorAndFreesTheChoice) {
+  create(res::kNodes, gpu_node("n1", 1));
+  Scheduler s(standin_, {"--leader-elect=false"});
+  ASSERT_TRUE(eventually([&] { return s.ready(); }, std::chrono::seconds(10))) << s.log();
+  settle(s, "kgpu_scheduler_gpu_capacity{resource=\"nvidia.com/gpu\"} 1");
+  const json a = create(res::kPods, gpu_pod("a", 1));
+  ASSERT_EQ(filter(s, a, {"n1"}), "n1");
+  // The API server refuses the binding (another writer won).
+  standin_.fault(json{{"status", 409}, {"path", "/binding"}, {"method", "POST"}, {"times", 1}});
+  const std::string err = bind(s, a, "n1");
+  EXPECT_NE(err.find("409"), std::string::npos) << err;
+  EXPECT_FALSE(pod("a")["spec"].contains("nodeName"));
+  // The choice was dropped: the retry finds the GPU free again and binds.
+  ASSERT_EQ(filter(s, a, {"n1"}), "n1");
+  ASSERT_EQ(bind(s, a, "n1"), "");
+  // Bind without a filter choice: refused, nothing written.
+  const json b = create(res::kPods, gpu_pod("b", 1));
+  EXPECT_NE(bind(s, b, "n1").find("no GPU choice"), std::string::npos);
+  EXPECT_FALSE(pod("b")["spec"].contains("nodeName"));
+}
+
+TEST_F(SchedulerLive, SharesPackOnOneGpuAndAnEqualPodWaitsForAdmission) {
+  create(res::kNodes, gpu_node("n1", 2, "nvidia.com/gpu.shared", 4));
+  Scheduler s(standin_, {"--leader-elect=false"});
+  ASSERT_TRUE(eventually([&] { return s.ready(); }, std::chrono::seconds(10))) << s.log();
+  settle(s, "kgpu_scheduler_gpu_capacity{resource=\"nvidia.com/gpu.shared\"} 2");
+  const json a = create(res::kPods, gpu_pod("a", 2, "nvidia.com/gpu.shared"));
+  ASSERT_EQ(filter(s, a, {"n1"}), "n1");
+  ASSERT_EQ(bind(s, a, "n1"), "");
+  // An equal request on the node while "a" is not yet allocated by the agent: held back.
+  const json b = create(res::kPods, gpu_pod("b", 2, "nvidia.com/gpu.shared"));
+  ASSERT_EQ(filter(s, b, {"n1"}), "n1");
+  EXPECT_NE(bind(s, b, "n1").find("still admitting pod default/a"), std::string::npos);
+  // The agent allocated "a": "b" binds, on the same GPU (packing: half of it was free).
+  const auto ga = assigned(pod("a"));
+  ASSERT_TRUE(client_->patch(res::kPods, "default", "a", kube::PatchType::kMerge,
+                             json{{"metadata", {{"annotations", {{k8s::kAnnotationGpuAllocated, "main:" + ga[0]}}}}}}));
+  // kube-scheduler retries until the scheduler's informer has seen the allocation.
+  ASSERT_TRUE(eventually([&] { return filter(s, b, {"n1"}) == "n1" && bind(s, b, "n1").empty(); }));
+  EXPECT_EQ(assigned(pod("b")), ga);
+  settle(s, "kgpu_scheduler_gpu_allocated{resource=\"nvidia.com/gpu.shared\"} 1");
+}
+
+TEST_F(SchedulerLive, PreemptKeepsOnlyVictimSetsThatFreeAGpu) {
+  create(res::kNodes, gpu_node("n1", 1));
+  create(res::kNodes, gpu_node("n2", 1));
+  json g1 = gpu_pod("gpu-victim", 1);
+  g1["spec"]["nodeName"] = "n1";
+  g1 = create(res::kPods, g1);
+  json g2 = gpu_pod("gpu-holder", 1);
+  g2["spec"]["nodeName"] = "n2";
+  create(res::kPods, g2);
+  json cpu = test_pod("cpu-victim");
+  cpu["spec"]["nodeName"] = "n2";
+  cpu = create(res::kPods, cpu);
+  Scheduler s(standin_, {"--leader-elect=false"});
+  ASSERT_TRUE(eventually([&] { return s.ready(); }, std::chrono::seconds(10))) << s.log();
+  settle(s, "kgpu_scheduler_gpu_allocated{resource=\"nvidia.com/gpu\"} 2");
+  const json p = create(res::kPods, gpu_pod("urgent", 1));
+  auto r = s.post("preempt", json{{"Pod", p},
+                                  {"NodeNameToMetaVictims",
+                                   {{"n1", {{"Pods", {{{"UID", g1["metadata"]["uid"]}}}}, {"NumPDBViolations", 0}}},
+                                    {"n2", {{"Pods", {{{"UID", cpu["metadata"]["uid"]}}}}, {"NumPDBViolations", 0}}}}}});
+  ASSERT_TRUE(r && r->status == 200);
+  const json kept = json::parse(r->body)["NodeNameToMetaVictims"];
+  EXPECT_TRUE(kept.contains("n1")) << kept.dump();
+  EXPECT_FALSE(kept.contains("n2")) << kept.dump();
+  // Full victim pods (NodeNameToVictims) are read too.
+  r = s.post("preempt", json{{"Pod", p}, {"NodeNameToVictims", {{"n1", {{"Pods", {g1}}, {"NumPDBViolations", 0}}}}}});
+  ASSERT_TRUE(r && r->status == 200);
+  EXPECT_TRUE(json::parse(r->body)["NodeNameToMetaVictims"].contains("n1")) << r->body;
+}
+
+TEST_F(SchedulerLive, TwoReplicasOneLeaderAndHostileBodies) {
+  create(res::kNodes, gpu_node("n1", 1));
+  Scheduler a(standin_, {"--identity", "a", "--leader-elect-resource-namespace", "default"});
+  ASSERT_TRUE(eventually([&] { return a.ready(); }, std::chrono::seconds(10))) << a.log();
+  Scheduler b(standin_, {"--identity", "b", "--leader-elect-resource-namespace", "default"});
+  const json p = create(res::kPods, gpu_pod("x", 1));
+  std::string seen;
+  EXPECT_TRUE(eventually([&] {
+    auto r = b.post("filter", json{{"Pod", p}, {"NodeNames", {"n1"}}});
+    seen = r ? std::to_string(r->status) + " " + r->body : "";
+    return seen.starts_with("503") && seen.find("not the leader (leader: a)") != std::string::npos;
+  })) << seen;
+  EXPECT_FALSE(b.ready());
+  for (const std::string& body : {std::string(), std::string("[]"), std::string("{\"Pod\": 3}"), std::string(100000, '['),
+                                 std::string("{\"Pod\":{\"metadata\":{}}}"), std::string("{\"Pod\":{\"metadata\":{\"name\":1}}}")}) {
+    auto rr = a.post_raw("filter", body);
+    ASSERT_TRUE(rr);
+    EXPECT_EQ(rr->status, 400) << body.substr(0, 40) << " " << rr->body;
+  }
+  auto rb = a.post_raw("bind", "{\"PodName\":\"x\"}");
+  ASSERT_TRUE(rb);
+  EXPECT_EQ(rb->status, 400);
+  EXPECT_NE(rb->body.find("PodNamespace: missing"), std::string::npos) << rb->body;
+  // The leader goes away: the other takes over.
+  a.stop();
+  EXPECT_TRUE(eventually([&] { return b.ready(); }, std::chrono::seconds(30))) << b.log();
+}
+
+}  // namespace
+}  // namespace kgpu::testing
