@@ -109,37 +109,51 @@ Result<sched::Framework> framework_for(const std::vector<sched::Pod>& pods,
 
 }  // namespace
 
-Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
-                                   const RunOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto workload = sched::target_workload(pods);
-  auto fw = framework_for(pods, workload, o);
-  if (!fw) return std::unexpected(fw.error());
-  std::mt19937_64 order_rng(o.seed);
-  sched::Cluster cluster(seeded_order(nodes, order_rng));
-  if (cluster.gpu_capacity() == 0) return fail(ErrorCode::kInvalidArgument, "the cluster has no GPUs");
+Result<FgdArrivals> fgd_arrivals(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
+                                 uint64_t seed, double target_arrived) {
+  if (pods.empty()) return fail(ErrorCode::kInvalidArgument, "no pods to simulate");
+  FgdArrivals a;
+  std::mt19937_64 order_rng(seed);
+  a.nodes = seeded_order(nodes, order_rng);
+  for (const auto& n : a.nodes) a.gpu_capacity += static_cast<int64_t>(n.gpus()) * sched::kMilli;
+  if (a.gpu_capacity == 0) return fail(ErrorCode::kInvalidArgument, "the cluster has no GPUs");
   int64_t trace_demand = 0;
   for (const auto& p : pods) trace_demand += p.gpu_request();
   if (trace_demand == 0) return fail(ErrorCode::kInvalidArgument, "the pods ask for no GPUs: nothing to fill to a target");
-  std::mt19937_64 sched_rng(o.seed * 0x9e3779b97f4a7c15ULL + 1);
   std::vector<size_t> order(pods.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), order_rng);
+  const auto target = static_cast<int64_t>(target_arrived * static_cast<double>(a.gpu_capacity));
+  std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
+  for (size_t k = 0;; ++k) {
+    const size_t i = k < order.size() ? order[k] : order[pick(order_rng)];
+    if (a.arrived + pods[i].gpu_request() > target) break;
+    a.arrived += pods[i].gpu_request();
+    a.pods.push_back(i);
+  }
+  return a;
+}
+
+Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
+                                   const RunOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto arrivals = fgd_arrivals(nodes, pods, o.seed, o.target_arrived);
+  if (!arrivals) return std::unexpected(arrivals.error());
+  const auto workload = sched::target_workload(pods);
+  auto fw = framework_for(pods, workload, o);
+  if (!fw) return std::unexpected(fw.error());
+  sched::Cluster cluster(std::move(arrivals->nodes));
+  std::mt19937_64 sched_rng(o.seed * 0x9e3779b97f4a7c15ULL + 1);
 
   RunResult r;
   r.policy = o.policy;
   r.seed = o.seed;
   Recorder rec{r, cluster, workload};
   PlacementHasher hasher;
-  const auto target = static_cast<int64_t>(o.target_arrived * static_cast<double>(cluster.gpu_capacity()));
   int64_t arrived = 0;
-  std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
   double last_progress = 0;
-  // The shuffled trace, then pods drawn from it with replacement, until the next one would pass
-  // the target (that one is not added).
-  for (size_t k = 0;; ++k) {
-    const sched::Pod& pod = pods[k < order.size() ? order[k] : order[pick(order_rng)]];
-    if (arrived + pod.gpu_request() > target) break;
+  for (const size_t i : arrivals->pods) {
+    const sched::Pod& pod = pods[i];
     ++r.arrivals;
     arrived += pod.gpu_request();
     auto out = fw->schedule(pod, cluster, sched_rng);
@@ -150,7 +164,7 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, c
       count_unscheduled(r, pod, out);
     }
     rec.after_arrival(arrived);
-    const double done = static_cast<double>(arrived) / static_cast<double>(target);
+    const double done = static_cast<double>(arrived) / static_cast<double>(arrivals->arrived);
     if (o.progress && done - last_progress >= 0.01) {
       last_progress = done;
       o.progress(done);

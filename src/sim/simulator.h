@@ -106,6 +106,20 @@ struct RunOptions {
   std::function<void(double)> progress;
 };
 
+// The FGD protocol's input as a run sees it (run_fgd_protocol uses it; replays of the same run
+// against the live scheduler reuse it): the nodes in the per-seed order (ties under
+// TieBreak::kFirst go to the first in it) and the arrivals, indices into `pods`: the shuffled
+// trace, then pods drawn from it with replacement, until the next one would pass
+// `target_arrived` of the GPU capacity (that one is not added).
+struct FgdArrivals {
+  std::vector<sched::NodeState> nodes;
+  std::vector<size_t> pods;
+  int64_t gpu_capacity = 0;  // milli-GPU
+  int64_t arrived = 0;       // milli-GPU requested by the arrivals
+};
+Result<FgdArrivals> fgd_arrivals(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
+                                 uint64_t seed, double target_arrived);
+
 Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                    const RunOptions& options);
 Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
