@@ -37,7 +37,7 @@ test-asan: build-asan
 
 test: test-plain test-asan
 
-BENCHES = gpu_bench agent_load device_plugin_bench informer_bench sched_latency lint_bench doctor_bench
+BENCHES = gpu_bench agent_load device_plugin_bench informer_bench sched_latency lint_bench doctor_bench sched_live_replay
 
 bench: build
 	cmake --build $(BUILD) -j $(JOBS) --target $(BENCHES)
