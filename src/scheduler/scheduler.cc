@@ -95,7 +95,7 @@ k8s::Assignment split_assignment(const std::vector<ContainerRequest>& containers
   size_t next = 0;
   for (const auto& c : containers) {
     k8s::ContainerGpus cg{c.name, {}};
-    if (share) {
+    if (share && gpus.size() <= 1) {
       if (!gpus.empty()) cg.uuids.push_back(gpus.front());
     } else if (c.init) {
       for (size_t i = 0; i < gpus.size() && static_cast<int64_t>(i) < c.units; ++i) cg.uuids.push_back(gpus[i]);
@@ -330,9 +330,17 @@ struct GpuScheduler::Impl {
     p.cpu_milli = cpu;
     p.memory_mib = mem;
     if (pool.resource == kSharedResource) {
-      p.num_gpu = units > 0 ? 1 : 0;
-      const int64_t milli = units * sched::kMilli / std::max(1, pool.replicas);
-      p.gpu_milli = static_cast<int>(std::min<int64_t>(milli, std::numeric_limits<int>::max()));
+      const int64_t r = std::max(1, pool.replicas);
+      if (units >= r && units % r == 0) {  // whole GPUs, R replicas each
+        p.num_gpu = static_cast<int>(std::min<int64_t>(units / r, std::numeric_limits<int>::max()));
+        p.gpu_milli = sched::kMilli;
+      } else {
+        p.num_gpu = units > 0 ? 1 : 0;
+        const int64_t milli = units > std::numeric_limits<int64_t>::max() / sched::kMilli
+                                  ? std::numeric_limits<int64_t>::max()
+                                  : units * sched::kMilli / r;
+        p.gpu_milli = static_cast<int>(std::min<int64_t>(milli, std::numeric_limits<int>::max()));
+      }
     } else {
       p.num_gpu = static_cast<int>(std::min<int64_t>(units, std::numeric_limits<int>::max()));
       p.gpu_milli = sched::kMilli;
@@ -364,6 +372,14 @@ struct GpuScheduler::Impl {
     return any;
   }
 
+  // A share's replicas spread evenly over its GPUs (one GPU, or R each when k is a multiple of R).
+  static void hold_all(const std::string& resource, int64_t units, const std::vector<std::string>& uuids,
+                       std::vector<Hold>* out) {
+    const bool share = resource == kSharedResource;
+    const int64_t each = share && !uuids.empty() ? units / static_cast<int64_t>(uuids.size()) : 1;
+    for (const auto& u : uuids) out->push_back(Hold{u, static_cast<int>(std::clamp<int64_t>(each, 1, 1 << 20))});
+  }
+
   std::optional<Want> want(const std::string& uid) const {
     Want w;
     const auto p = pods.find(uid);
@@ -377,13 +393,12 @@ struct GpuScheduler::Impl {
       w.memory_mib = pi.memory_mib;
       if (pi.resource.empty()) return w;
       if (reported(pi.node, uid, &w.holds)) return w;
-      const bool share = pi.resource == kSharedResource;
       if (!pi.assigned.empty()) {
-        for (const auto& u : pi.assigned) w.holds.push_back(Hold{u, share ? static_cast<int>(pi.units) : 1});
+        hold_all(pi.resource, pi.units, pi.assigned, &w.holds);
         return w;
       }
       if (a != assumed.end() && a->second.node == pi.node) {
-        for (const auto& u : a->second.uuids) w.holds.push_back(Hold{u, share ? static_cast<int>(a->second.units) : 1});
+        hold_all(pi.resource, pi.units, a->second.uuids, &w.holds);
         return w;
       }
       w.known = false;
@@ -396,8 +411,7 @@ struct GpuScheduler::Impl {
       w.units = as.units;
       w.cpu_milli = as.cpu_milli;
       w.memory_mib = as.memory_mib;
-      const bool share = as.resource == kSharedResource;
-      for (const auto& u : as.uuids) w.holds.push_back(Hold{u, share ? static_cast<int>(as.units) : 1});
+      hold_all(as.resource, as.units, as.uuids, &w.holds);
       return w;
     }
     return std::nullopt;
@@ -884,8 +898,13 @@ std::string GpuScheduler::bind(const BindingArgs& args) {
     as.bound_at = im.clock.system_now();
     const bool share = as.resource == kSharedResource;
     annotations[k8s::kAnnotationGpuResource] = as.resource;
-    annotations[k8s::kAnnotationGpuAssignment] =
-        k8s::format_assignment(split_assignment(as.containers, as.uuids, share));
+    // A share of several whole GPUs (k a multiple of R) splits like whole GPUs, counted in GPUs.
+    auto containers = as.containers;
+    if (share && as.uuids.size() > 1) {
+      const int64_t per_gpu = std::max<int64_t>(1, as.units / static_cast<int64_t>(as.uuids.size()));
+      for (auto& c : containers) c.units = std::max<int64_t>(1, c.units / per_gpu);
+    }
+    annotations[k8s::kAnnotationGpuAssignment] = k8s::format_assignment(split_assignment(containers, as.uuids, share));
     annotations[k8s::kAnnotationBoundAt] = format_rfc3339(as.bound_at, 6);
     gpus_text = gpu_list(as.uuids);
   }

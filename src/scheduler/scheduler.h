@@ -3,7 +3,7 @@
 //
 // Model. One pool per device resource: `nvidia.com/gpu` (whole GPUs) and `nvidia.com/gpu.shared`
 // (shares, each GPU kMilli split into its replica count R; a pod asking k replicas takes k/R of
-// one GPU). A node's GPUs come from its agent's report (annotation kgpu.io/gpus): only healthy
+// one GPU, or k/R whole GPUs when k is a multiple of R). A node's GPUs come from its agent's report (annotation kgpu.io/gpus): only healthy
 // GPUs advertised under the pool's resource belong to the pool; a node without a report has no
 // GPUs kgpu can assign. What a pod holds (its charge) comes from, in order:
 //   1. the agent's report, when it lists the pod (what the container really got);
@@ -135,7 +135,8 @@ std::vector<ContainerRequest> container_requests(const nlohmann::json& pod, cons
 
 // Splits a pod's GPUs over its containers: init containers take the first of the pod's GPUs they
 // need (they finish before the others start); the other containers take consecutive slices. For
-// shares every container gets the one GPU.
+// a share of one GPU every container gets it; a share of several whole GPUs (k a multiple of the
+// replica count R, a kgpu extension) is split like whole GPUs with `units` counted in GPUs.
 k8s::Assignment split_assignment(const std::vector<ContainerRequest>& containers, const std::vector<std::string>& gpus,
                                  bool share);
 
