@@ -14,10 +14,7 @@
 
 namespace kgpu::agent {
 
-namespace {
-
-// The sharing layer's container edits in the kubelet's Allocate terms.
-std::vector<kubelet::ContainerAllocation> to_kubelet(const std::vector<sharing::ContainerEdits>& edits) {
+std::vector<kubelet::ContainerAllocation> detail::to_kubelet(const std::vector<sharing::ContainerEdits>& edits) {
   std::vector<kubelet::ContainerAllocation> out;
   out.reserve(edits.size());
   for (const auto& e : edits) {
@@ -31,8 +28,6 @@ std::vector<kubelet::ContainerAllocation> to_kubelet(const std::vector<sharing::
   }
   return out;
 }
-
-}  // namespace
 
 DevicePluginManager::FileStamp DevicePluginManager::stamp(const std::string& path) {
   struct stat st {};
@@ -90,6 +85,13 @@ bool fails_on_init_error(const DevicePluginOptions& options, const std::string& 
 }
 
 Result<void> DevicePluginManager::start() {
+  if (opt_.cluster != nullptr) {
+    // Before any resource is registered: the kubelet may call Allocate at once.
+    if (!opt_.pod_resources_socket.empty() && !pod_resources_) {
+      pod_resources_ = std::make_unique<kubelet::PodResourcesClient>(opt_.pod_resources_socket);
+    }
+    load_table();
+  }
   kubelet_stamp_ = stamp(opt_.plugin_dir + "/" + kubelet::kKubeletSocketName);
   if (auto ok = load_and_apply(true); !ok) {
     // failOnInitError (flag, variable, else the file's, default true) decides whether a node that
@@ -130,6 +132,10 @@ Result<void> DevicePluginManager::start() {
     next_labels_ = now0 + config_.gfd_sleep_interval;
   }
   thread_ = std::thread([this] { control_loop(); });
+  if (opt_.cluster != nullptr) {
+    report_thread_ = std::thread([this] { report_loop(); });
+    request_report();
+  }
   return {};
 }
 
@@ -140,6 +146,7 @@ void DevicePluginManager::stop() {
   }
   stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (report_thread_.joinable()) report_thread_.join();
   if (events_) events_->stop();
   events_.reset();
   // MPS daemons are left running: their clients outlive the agent (a rolling update).
@@ -257,6 +264,7 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
     const std::string name = r.name;
     kubelet::PluginCallbacks cb;
     cb.allocate = [this, name](const std::vector<std::vector<std::string>>& requests) {
+      if (opt_.cluster != nullptr) return allocate_assigned(name, requests);
       std::lock_guard lock(mu_);
       const auto* res = plan_.find(name);
       if (res == nullptr) {
@@ -270,7 +278,7 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
         log::warn("Allocate refused: " + edits.error().message, {log::kv("resource", name)});
         return Result<std::vector<kubelet::ContainerAllocation>>(std::unexpected(edits.error()));
       }
-      return Result<std::vector<kubelet::ContainerAllocation>>(to_kubelet(*edits));
+      return Result<std::vector<kubelet::ContainerAllocation>>(detail::to_kubelet(*edits));
     };
     cb.preferred = [this, name](const std::vector<std::string>& available, const std::vector<std::string>& must,
                                 int size) {

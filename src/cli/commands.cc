@@ -327,6 +327,22 @@ int run(int argc, char** argv) {
   agent_cmd->add_flag("--oneshot{true}", ov.gfd_oneshot, "Write the labels once (at start and on config changes), not every interval")->envname("GFD_ONESHOT");
   agent_cmd->add_option("--machine-type-file", ov.gfd_machine_type_file, "Source of nvidia.com/gpu.machine")
       ->envname("GFD_MACHINE_TYPE_FILE");
+  // API access: honour kgpu scheduler's GPU assignments (docs/scheduler.md, "The node honours the choice").
+  agent_cmd->add_option("--kubeconfig", ao.kubeconfig,
+                        "Kubeconfig for API access (inside a pod the service account is used without it)");
+  agent_cmd->add_option("--node-name", ao.node_name, "This node's name, for API access")->envname("NODE_NAME");
+  long long report_interval_ms = 30000;
+  agent_cmd
+      ->add_option("--node-report-interval", report_interval_ms,
+                   "Milliseconds between rebuilds of the node's kgpu.io/gpus annotation (with API access)")
+      ->check(CLI::Range(50LL, 3600000LL))
+      ->capture_default_str();
+  long long allocation_grace_ms = 60000;
+  agent_cmd
+      ->add_option("--allocation-grace", allocation_grace_ms,
+                   "Milliseconds an allocation is kept before the kubelet's PodResources lists its container")
+      ->check(CLI::Range(0LL, 86400000LL))
+      ->capture_default_str();
 
   auto* lint_cmd = add_lint_command(app);
 
@@ -400,6 +416,8 @@ int run(int argc, char** argv) {
     ao.sampler.pod_resources_interval = std::chrono::milliseconds(pr_interval_ms);
     ao.plugins.proc_root = ao.sampler.proc_root;
     ao.plugins.health_interval = std::chrono::milliseconds(health_interval_ms);
+    ao.plugins.report_interval = std::chrono::milliseconds(report_interval_ms);
+    ao.plugins.allocation_grace = std::chrono::milliseconds(allocation_grace_ms);
     ao.nvml_retry = std::chrono::milliseconds(nvml_retry_ms);
     if (const char* v = std::getenv("DP_DISABLE_HEALTHCHECKS")) ao.plugins.disable_health_checks = v;
     if (const char* v = std::getenv("DP_ENABLE_HEALTHCHECKS")) ao.plugins.enable_health_checks = v;
