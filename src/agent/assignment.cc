@@ -42,6 +42,7 @@ void read_containers(const nlohmann::json& spec, const char* key, bool init, std
     PodContainer pc;
     pc.name = text_at(c, "name");
     pc.init = init;
+    pc.sidecar = init && text_at(c, "restartPolicy") == "Always";
     const auto res = c.find("resources");
     if (res != c.end() && res->is_object()) {
       // Requests first; a resource only in limits is requested at its limit.

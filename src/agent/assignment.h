@@ -30,6 +30,7 @@ namespace kgpu::agent {
 struct PodContainer {
   std::string name;
   bool init = false;
+  bool sidecar = false;  // an init container with restartPolicy Always: it keeps running
   std::vector<std::pair<std::string, int64_t>> requests;  // resource -> whole units
   int64_t request(const std::string& resource) const;
 };

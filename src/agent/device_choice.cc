@@ -28,9 +28,14 @@ std::vector<const sharing::PlannedDevice*> devices_of_gpu(const sharing::Planned
 
 }  // namespace
 
-InUse in_use(const std::vector<AllocationTable::Holding>& holdings) {
+InUse in_use(const std::vector<AllocationTable::Holding>& holdings, const PodInfo* reusing) {
   InUse out;
   for (const auto& h : holdings) {
+    if (reusing != nullptr && !h.uid.empty() && h.uid == reusing->uid &&
+        std::ranges::any_of(reusing->containers,
+                            [&](const PodContainer& c) { return c.name == h.container && c.init && !c.sidecar; })) {
+      continue;
+    }
     const std::string who = h.pod.empty() ? "a container the kubelet has not reported yet"
                                           : fmt::format("pod {}/{} container {}", h.ns, h.pod, h.container);
     for (const auto& id : h.ids) out.emplace(id, who);

@@ -20,9 +20,12 @@
 
 namespace kgpu::agent {
 
-// Device ID -> who holds it ("ns/pod container"), from AllocationTable::holdings().
+// Device ID -> who holds it ("pod ns/name container c"), from AllocationTable::holdings(). With
+// `reusing`, the devices of that pod's init containers (not sidecars) are left out: they have
+// finished before its next container starts, and the kubelet and the scheduler let that container
+// reuse them.
 using InUse = std::map<std::string, std::string>;
-InUse in_use(const std::vector<AllocationTable::Holding>& holdings);
+InUse in_use(const std::vector<AllocationTable::Holding>& holdings, const PodInfo* reusing = nullptr);
 
 // Health of a physical device by UUID (GPU-... or MIG-...).
 using HealthyFn = std::function<bool(const std::string& uuid)>;

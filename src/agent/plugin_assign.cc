@@ -74,11 +74,11 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
     return it == health.end() || it->second;
   };
   Served served;
-  InUse used;
+  std::vector<AllocationTable::Holding> holdings;  // plus what this call gives, as it goes
   {
     std::lock_guard lock(table_mu_);
     served = table_.served();
-    used = in_use(table_.holdings(listed_));
+    holdings = table_.holdings(listed_);
   }
   std::vector<PodInfo> pods;
   for (const auto& p : opt_.cluster->cached_pods()) pods.push_back(pod_info(p));
@@ -109,7 +109,7 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
     Result<std::vector<std::string>> ids;
     if (candidate) {
       const PodInfo& pod = *candidate->pod;
-      ids = assigned_devices(plan, *res, pod, *candidate->container, n, healthy, used);
+      ids = assigned_devices(plan, *res, pod, *candidate->container, n, healthy, in_use(holdings, &pod));
       e.uid = pod.uid;
       e.ns = pod.ns;
       e.pod = pod.name;
@@ -117,7 +117,7 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
       e.assigned = true;
       served.emplace(pod.uid, e.container);
     } else {
-      ids = unassigned_devices(*res, kubelet_ids, inventory.topology, config.shared_policy, healthy, used);
+      ids = unassigned_devices(*res, kubelet_ids, inventory.topology, config.shared_policy, healthy, in_use(holdings));
     }
     if (!ids) return refuse(ids.error());
     auto edits = sharing::allocate(*res, config, host, {*ids}, fmt::format("{:x}", ++unique_));
@@ -134,7 +134,7 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
       }
     }
     const std::string who = e.pod.empty() ? "an unassigned container" : fmt::format("{}/{} {}", e.ns, e.pod, e.container);
-    for (const auto& id : *ids) used.emplace(id, who);
+    holdings.push_back({e.uid, e.ns, e.pod, e.container, e.resource, *ids});
     e.actual_ids = std::move(*ids);
     if (e.actual_ids != e.kubelet_ids) {
       log::info(fmt::format("Allocate: {} gets {} (the kubelet passed {})", who, fmt::join(e.actual_ids, ","),

@@ -149,6 +149,20 @@ TEST(DeviceChoice, RefusalsNameThePodTheContainerAndTheGpu) {
             prefix + "GPU GPU-C has 1 of 2 replicas free, it requests 2 (in use by pod ns/q container d)");
 }
 
+TEST(DeviceChoice, ANextContainerReusesItsPodsInitContainerGpus) {
+  auto p = pod_info(pod("p", "2026-01-01T00:00:01Z", "init:GPU-A;main:GPU-A", {{"init", "1"}, {"main", "1"}}));
+  const std::vector<AllocationTable::Holding> held{{"uid-p", "ns", "p", "init", "nvidia.com/gpu", {"GPU-A"}}};
+  const auto pl = plan();
+  auto got = assigned_devices(pl, *pl.find("nvidia.com/gpu"), p, p.containers[1], 1, kAllHealthy, in_use(held, &p));
+  EXPECT_THAT(got.value(), ElementsAre("GPU-A"));
+  EXPECT_EQ(in_use(held).size(), 1u);  // for anyone else it is taken
+  p.containers[0].sidecar = true;      // a sidecar keeps running: taken for its pod too
+  EXPECT_EQ(in_use(held, &p).size(), 1u);
+  json side = pod("s", "2026-01-01T00:00:01Z", "", {{"init", "1"}});
+  side["spec"]["initContainers"][0]["restartPolicy"] = "Always";
+  EXPECT_TRUE(pod_info(side).containers[0].sidecar);
+}
+
 TEST(DeviceChoice, UnassignedKeepsFreeKubeletIdsAndNeverGivesADeviceTwice) {
   const auto p = plan();
   const auto& whole = *p.find("nvidia.com/gpu");
