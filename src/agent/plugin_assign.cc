@@ -80,6 +80,7 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
     served = table_.served();
     holdings = table_.holdings(listed_);
   }
+  served.insert(refused_.begin(), refused_.end());
   std::vector<PodInfo> pods;
   for (const auto& p : opt_.cluster->cached_pods()) pods.push_back(pod_info(p));
   bool listed_fresh = false;
@@ -119,7 +120,13 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
     } else {
       ids = unassigned_devices(*res, kubelet_ids, inventory.topology, config.shared_policy, healthy, in_use(holdings));
     }
-    if (!ids) return refuse(ids.error());
+    if (!ids) {
+      if (e.assigned) {
+        if (refused_.size() >= kMaxCheckpointEntries) refused_.clear();  // a bound, not a history
+        refused_.emplace(e.uid, e.container);
+      }
+      return refuse(ids.error());
+    }
     auto edits = sharing::allocate(*res, config, host, {*ids}, fmt::format("{:x}", ++unique_));
     if (!edits) return refuse(edits.error());
     if (res->sharing == sharing::SharingKind::kMps && !ids->empty()) {

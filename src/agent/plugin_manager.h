@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "agent/allocation_table.h"
+#include "agent/assignment.h"
 #include "agent/cluster_view.h"
 #include "agent/mps.h"
 #include "common/clock.h"
@@ -217,6 +218,9 @@ class DevicePluginManager {
   std::mutex assign_mu_;
   mutable std::mutex table_mu_;
   AllocationTable table_;
+  // Containers whose assignment was refused (guarded by assign_mu_): the kubelet fails their pod,
+  // but until the informer shows that they must not be matched to the next Allocate.
+  Served refused_;
   std::vector<kubelet::ContainerDevice> listed_;
   std::unique_ptr<kubelet::PodResourcesClient> pod_resources_;
   std::string last_report_;  // report thread: the last report patched (observedAt left out)

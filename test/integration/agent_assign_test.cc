@@ -187,8 +187,13 @@ TEST_F(AssignTest, RefusesAGpuInUseAndAnUnknownGpu) {
   ASSERT_FALSE(clash);
   EXPECT_THAT(clash.error().message, HasSubstr("cannot honour the assignment: pod default/clash container c: GPU " +
                                                list[1].id + " is already in use by pod default/holder container c"));
-  bind("ghost", {{"c", 2}}, "nvidia.com/gpu", "c:GPU-nope," + list[3].id, "2026-01-01T00:00:03Z");
-  auto ghost = plugin_->allocate({{list[2].id, list[3].id}});
+  // The refused pod is not matched again: the next pod gets its own assignment.
+  bind("next", {{"c", 1}}, "nvidia.com/gpu", "c:" + list[3].id, "2026-01-01T00:00:02.5Z");
+  auto next = plugin_->allocate({{list[2].id}});
+  ASSERT_TRUE(next) << agent_->log();
+  EXPECT_THAT(next->at(0).cdi_devices, ElementsAre(cdi(list[3].id)));
+  bind("ghost", {{"c", 2}}, "nvidia.com/gpu", "c:GPU-nope," + list[2].id, "2026-01-01T00:00:03Z");
+  auto ghost = plugin_->allocate({{list[0].id, list[2].id}});
   ASSERT_FALSE(ghost);
   EXPECT_THAT(ghost.error().message,
               HasSubstr("cannot honour the assignment: pod default/ghost container c: GPU GPU-nope is not on this node"));
