@@ -300,6 +300,7 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
     servers_[name] = std::move(server);
   }
   write_labels();
+  if (opt_.cluster != nullptr) request_report();
 }
 
 bool DevicePluginManager::register_one(kubelet::DevicePluginServer& server) {
@@ -323,12 +324,17 @@ void DevicePluginManager::control_loop() {
     // already due: a clock that jumped while the previous round ran (a FakeClock advanced in a
     // test, a suspended VM) must not make the loop sleep through work that is due.
     const auto deadline = std::min({clock_.steady_now() + opt_.poll_interval, next_health_, next_config_check_});
+    bool wake_report = false;
     {
       std::unique_lock lock(stop_mu_);
       clock_.wait_until(stop_cv_, lock, deadline, [&] { return stopping_ || dirty_; });
       if (stopping_) return;
+      // Health changed: the node report says so without waiting for its interval.
+      wake_report = dirty_ && opt_.cluster != nullptr;
+      if (wake_report) report_requested_ = true;
       dirty_ = false;
     }
+    if (wake_report) stop_cv_.notify_all();
     const auto now = clock_.steady_now();
     check_sockets();
     if (now >= next_config_check_) {

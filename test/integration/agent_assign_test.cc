@@ -37,8 +37,10 @@ class AssignTest : public ::testing::Test {
     client_ = client_for(token_config(standin_));
     ASSERT_TRUE(client_);
     ASSERT_TRUE(client_->create(kube::resources::kNodes, "", json{{"metadata", {{"name", kNode}}}}));
-    std::vector<std::string> flags{"--kubeconfig", standin_.kubeconfig(), "--node-name", kNode,
-                                   "--node-report-interval", "100"};
+    std::vector<std::string> flags{"--kubeconfig", standin_.kubeconfig(), "--node-name", kNode};
+    if (std::ranges::find(extra, "--node-report-interval") == extra.end()) {
+      flags.insert(flags.end(), {"--node-report-interval", "100"});
+    }
     flags.insert(flags.end(), extra.begin(), extra.end());
     agent_ = std::make_unique<PluginAgent>(node_yaml, config, flags, env);
     regs_ = agent_->registrations(1);
@@ -198,6 +200,21 @@ TEST_F(AssignTest, RefusesAGpuInUseAndAnUnknownGpu) {
   EXPECT_THAT(ghost.error().message,
               HasSubstr("cannot honour the assignment: pod default/ghost container c: GPU GPU-nope is not on this node"));
   EXPECT_EQ(allocated("clash"), "");
+}
+
+TEST_F(AssignTest, AGpuTurningUnhealthyIsReportedAtOnceAndItsAssignmentRefused) {
+  // The report interval is a minute: what the test sees comes from the change itself.
+  start(kL4 + std::string("faults:\n  xids: []\n"), "", {"--node-report-interval", "60000", "--health-recovery", "0"});
+  auto list = first_list(*plugin_, 4);
+  report_when([](const auto& r) { return r.gpus.size() == 4 && r.gpus[2].healthy; });
+  ASSERT_TRUE(eventually([&] { return agent_->log().find("watching XID events") != std::string::npos; }));
+  agent_->fake().rewrite(kL4 + std::string("faults:\n  xids:\n  - {gpu: 2, xid: 94}\n"));
+  report_when([](const auto& r) { return r.gpus.size() == 4 && !r.gpus[2].healthy && r.gpus[1].healthy; });
+  bind("late", {{"c", 1}}, "nvidia.com/gpu", "c:" + list[2].id, "2026-01-01T00:00:01Z");
+  auto refused = plugin_->allocate({{list[0].id}});
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message,
+              HasSubstr("cannot honour the assignment: pod default/late container c: GPU " + list[2].id + " is unhealthy"));
 }
 
 TEST_F(AssignTest, UnassignedPodIsSteeredOffAnAssignedGpuAndTheTableSurvivesARestart) {
