@@ -250,9 +250,4 @@ std::vector<kubelet::ContainerDevice> DevicePluginManager::translate_devices(
   return table_.translate(listed);
 }
 
-AllocationTable DevicePluginManager::allocation_table() const {
-  std::lock_guard lock(table_mu_);
-  return table_;
-}
-
 }  // namespace kgpu::agent

@@ -137,8 +137,6 @@ class DevicePluginManager {
   // PodResources entries with the devices the containers really got (the allocation table);
   // unchanged without API access. Any thread.
   std::vector<kubelet::ContainerDevice> translate_devices(const std::vector<kubelet::ContainerDevice>& listed) const;
-  // The allocation table now (tests, `kgpu allocations`). Any thread.
-  AllocationTable allocation_table() const;
 
  private:
   struct Health {
