@@ -251,7 +251,7 @@ struct GpuScheduler::Impl {
     for (const char* resource : {kWholeResource, kSharedResource}) {
       Pool pool;
       pool.resource = resource;
-      if (std::string_view(resource) == kSharedResource) {
+      {  // the pool's replica count: the most common among its GPUs (1: whole GPUs)
         std::map<int, int> counts;
         for (const auto& [name, n] : nodes)
           if (n.report)
@@ -304,7 +304,7 @@ struct GpuScheduler::Impl {
       if (workload.empty()) {
         sched::TaskShape one;
         one.num_gpu = 1;
-        one.gpu_milli = pool.resource == kSharedResource ? sched::kMilli / std::max(1, pool.replicas) : sched::kMilli;
+        one.gpu_milli = sched::kMilli / std::max(1, pool.replicas);
         one.popularity = 1;
         workload.push_back(one);
       }
@@ -329,7 +329,7 @@ struct GpuScheduler::Impl {
     sched::Pod p;
     p.cpu_milli = cpu;
     p.memory_mib = mem;
-    if (pool.resource == kSharedResource) {
+    {
       const int64_t r = std::max(1, pool.replicas);
       if (units >= r && units % r == 0) {  // whole GPUs, R replicas each
         p.num_gpu = static_cast<int>(std::min<int64_t>(units / r, std::numeric_limits<int>::max()));
@@ -341,9 +341,6 @@ struct GpuScheduler::Impl {
                                   : units * sched::kMilli / r;
         p.gpu_milli = static_cast<int>(std::min<int64_t>(milli, std::numeric_limits<int>::max()));
       }
-    } else {
-      p.num_gpu = static_cast<int>(std::min<int64_t>(units, std::numeric_limits<int>::max()));
-      p.gpu_milli = sched::kMilli;
     }
     return p;
   }
@@ -373,10 +370,8 @@ struct GpuScheduler::Impl {
   }
 
   // A share's replicas spread evenly over its GPUs (one GPU, or R each when k is a multiple of R).
-  static void hold_all(const std::string& resource, int64_t units, const std::vector<std::string>& uuids,
-                       std::vector<Hold>* out) {
-    const bool share = resource == kSharedResource;
-    const int64_t each = share && !uuids.empty() ? units / static_cast<int64_t>(uuids.size()) : 1;
+  static void hold_all(int64_t units, const std::vector<std::string>& uuids, std::vector<Hold>* out) {
+    const int64_t each = uuids.empty() ? 1 : units / static_cast<int64_t>(uuids.size());
     for (const auto& u : uuids) out->push_back(Hold{u, static_cast<int>(std::clamp<int64_t>(each, 1, 1 << 20))});
   }
 
@@ -394,11 +389,11 @@ struct GpuScheduler::Impl {
       if (pi.resource.empty()) return w;
       if (reported(pi.node, uid, &w.holds)) return w;
       if (!pi.assigned.empty()) {
-        hold_all(pi.resource, pi.units, pi.assigned, &w.holds);
+        hold_all(pi.units, pi.assigned, &w.holds);
         return w;
       }
       if (a != assumed.end() && a->second.node == pi.node) {
-        hold_all(pi.resource, pi.units, a->second.uuids, &w.holds);
+        hold_all(pi.units, a->second.uuids, &w.holds);
         return w;
       }
       w.known = false;
@@ -411,7 +406,7 @@ struct GpuScheduler::Impl {
       w.units = as.units;
       w.cpu_milli = as.cpu_milli;
       w.memory_mib = as.memory_mib;
-      hold_all(as.resource, as.units, as.uuids, &w.holds);
+      hold_all(as.units, as.uuids, &w.holds);
       return w;
     }
     return std::nullopt;
@@ -449,7 +444,7 @@ struct GpuScheduler::Impl {
           if (!gpus) {  // over-committed already: charge what is there
             gpus.emplace();
             for (int g = 0; g < pool.cluster->node(idx->second).gpus() && static_cast<int>(gpus->size()) < pod.num_gpu; ++g)
-              if (pool.resource != kSharedResource || gpus->empty()) gpus->push_back(g);
+              if (!pod.sharing() || gpus->empty()) gpus->push_back(g);
             pod.num_gpu = static_cast<int>(gpus->size());
           }
           charge_one(std::move(pod), std::move(*gpus));
@@ -458,7 +453,7 @@ struct GpuScheduler::Impl {
         for (const auto& h : w.holds) {
           const auto at = pool.gpu_at.find(h.uuid);
           if (at == pool.gpu_at.end() || at->second.first != idx->second) continue;
-          sched::Pod pod = sched_pod(pool, pool.resource == kSharedResource ? h.replicas : 1, w.cpu_milli, w.memory_mib);
+          sched::Pod pod = sched_pod(pool, h.replicas, w.cpu_milli, w.memory_mib);
           charge_one(std::move(pod), {at->second.second});
         }
       }
@@ -896,11 +891,12 @@ std::string GpuScheduler::bind(const BindingArgs& args) {
     }
     as.bound = true;
     as.bound_at = im.clock.system_now();
-    const bool share = as.resource == kSharedResource;
+    const Impl::Pool* pool = im.pool_for(as.resource);
+    const bool share = pool != nullptr && pool->replicas > 1 && as.uuids.size() == 1;
     annotations[k8s::kAnnotationGpuResource] = as.resource;
     // A share of several whole GPUs (k a multiple of R) splits like whole GPUs, counted in GPUs.
     auto containers = as.containers;
-    if (share && as.uuids.size() > 1) {
+    if (as.uuids.size() > 1) {
       const int64_t per_gpu = std::max<int64_t>(1, as.units / static_cast<int64_t>(as.uuids.size()));
       for (auto& c : containers) c.units = std::max<int64_t>(1, c.units / per_gpu);
     }

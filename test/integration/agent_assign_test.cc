@@ -17,6 +17,8 @@
 #include "k8s/gpu_assignment.h"
 #include "standin.h"
 
+#include <httplib.h>
+
 namespace kgpu::testing {
 namespace {
 
@@ -280,6 +282,108 @@ TEST_F(AssignTest, WithoutApiAccessTheKubeletsIdsAreUsed) {
   ASSERT_TRUE(a);
   EXPECT_THAT(a->at(0).cdi_devices, ElementsAre(cdi(list[2].id)));
   EXPECT_FALSE(std::filesystem::exists(agent.dir().path() / "dp" / "kgpu-allocations.json"));
+}
+
+}  // namespace
+}  // namespace kgpu::testing
+
+namespace kgpu::testing {
+namespace {
+
+// The whole path: the agent reports its GPUs, `kgpu scheduler` (called as kube-scheduler calls an
+// extender) picks node and GPUs from that report and binds, and the kubelet's Allocate — with
+// device IDs of the kubelet's own choosing — gets the GPUs the scheduler picked.
+class EndToEnd : public AssignTest {
+ protected:
+  void start_scheduler() {
+    log_ = (dir_.path() / "scheduler.log").string();
+    scheduler_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{KGPU_BINARY, "scheduler", "--kubeconfig", standin_.kubeconfig(), "--address",
+                                 "127.0.0.1:0", "--leader-elect=false"},
+        std::vector<std::string>{}, log_);
+    port_ = agent_port(log_, 20s);
+    ASSERT_GT(port_, 0) << slurp(log_);
+    ASSERT_TRUE(eventually([&] {
+      httplib::Client c("127.0.0.1", port_);
+      auto r = c.Get("/readyz");
+      return r && r->status == 200;
+    })) << slurp(log_);
+  }
+  json post(const std::string& verb, const json& body) {
+    httplib::Client c("127.0.0.1", port_);
+    auto r = c.Post("/" + verb, body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer") << slurp(log_);
+    return r && r->status == 200 ? json::parse(r->body) : json();
+  }
+  // Creates the pod and schedules it through the extender; the assignment written.
+  std::string schedule(const std::string& name, const std::string& resource, int units) {
+    json pod{{"metadata", {{"name", name}, {"namespace", "default"}}},
+             {"spec", {{"containers", json::array({json{{"name", "main"}, {"image", "i:1"},
+                                                         {"resources", {{"limits", {{resource, std::to_string(units)}}}}}}})}}}};
+    auto made = client_->create(kube::resources::kPods, "default", pod);
+    EXPECT_TRUE(made);
+    if (!made) return "";
+    // kube-scheduler retries until the scheduler has read the agent's report and, for an equal
+    // pod on the node, the agent's allocation of the one before.
+    json reply;
+    EXPECT_TRUE(eventually([&] {
+      reply = post("filter", json{{"Pod", *made}, {"Nodes", nullptr}, {"NodeNames", {kNode}}});
+      if (!reply["NodeNames"].is_array() || reply["NodeNames"].size() != 1) return false;
+      reply = post("bind", json{{"PodName", name}, {"PodNamespace", "default"},
+                                {"PodUID", (*made)["metadata"]["uid"]}, {"Node", kNode}});
+      return reply.value("Error", "?").empty();
+    })) << reply.dump();
+    return annotation(kube::resources::kPods, "default", name, k8s::kAnnotationGpuAssignment);
+  }
+
+  TempDir dir_;
+  std::string log_;
+  std::unique_ptr<ChildProcess> scheduler_;
+  int port_ = 0;
+};
+
+TEST_F(EndToEnd, SchedulerPicksAnNvlinkPairAndTheKubeletsAllocateGetsIt) {
+  start(kA100);
+  auto list = first_list(*plugin_, 8);
+  report_when([](const auto& r) { return r.gpus.size() == 8; });
+  start_scheduler();
+  const std::string assignment = schedule("train", "nvidia.com/gpu", 2);
+  auto a = k8s::parse_assignment(assignment);
+  ASSERT_TRUE(a && a->size() == 1 && a->at(0).uuids.size() == 2) << assignment;
+  // The kubelet passes two IDs that are not the assigned ones.
+  std::vector<std::string> ids;
+  for (const auto& d : list)
+    if (ids.size() < 2 && std::ranges::find(a->at(0).uuids, d.id) == a->at(0).uuids.end()) ids.push_back(d.id);
+  auto got = plugin_->allocate({ids});
+  ASSERT_TRUE(got) << got.error().message << agent_->log();
+  EXPECT_THAT(got->at(0).cdi_devices, ::testing::UnorderedElementsAre(cdi(a->at(0).uuids[0]), cdi(a->at(0).uuids[1])));
+  EXPECT_TRUE(eventually([&] { return allocated("train") == assignment; })) << allocated("train");
+  // The report now lists the pod on those GPUs, and the scheduler counts them as taken.
+  report_when([](const auto& r) {
+    int n = 0;
+    for (const auto& g : r.gpus) n += !g.used.empty();
+    return n == 2;
+  });
+}
+
+TEST_F(EndToEnd, MpsSharesPackOnTheChosenGpuWithTheirLimits) {
+  start(kL4, "sharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n", {},
+        {"PATH=/nonexistent"});
+  auto list = first_list(*plugin_, 16);
+  report_when([](const auto& r) { return r.gpus.size() == 4 && r.gpus[0].replicas == 4; });
+  start_scheduler();
+  // MPS takes one replica per request (NVIDIA's rule): a quarter of the GPU the scheduler picks.
+  const std::string first = schedule("a", "nvidia.com/gpu", 1);
+  auto got = plugin_->allocate({{list[15].id}});  // a replica of the last GPU
+  ASSERT_TRUE(got) << got.error().message << agent_->log();
+  const std::string gpu = first.substr(first.find(':') + 1);
+  EXPECT_THAT(got->at(0).cdi_devices, ElementsAre(cdi(gpu)));
+  EXPECT_EQ(got->at(0).envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
+  EXPECT_EQ(got->at(0).envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=5758M");  // 23034 MiB * 1/4
+  // Once the agent has allocated "a", an equal pod packs onto the same GPU.
+  ASSERT_TRUE(eventually([&] { return !allocated("a").empty(); }));
+  const std::string second = schedule("b", "nvidia.com/gpu", 1);
+  EXPECT_EQ(second.substr(second.find(':') + 1), gpu);
 }
 
 }  // namespace
