@@ -377,15 +377,18 @@ struct GpuScheduler::Impl {
 
   std::optional<Want> want(const std::string& uid) const {
     Want w;
+    const auto requests_of = [&w](const auto& x) {  // a PodInfo or an Assumed
+      w.node = x.node;
+      w.resource = x.resource;
+      w.units = x.units;
+      w.cpu_milli = x.cpu_milli;
+      w.memory_mib = x.memory_mib;
+    };
     const auto p = pods.find(uid);
     const auto a = assumed.find(uid);
     if (p != pods.end() && p->second.holds) {
       const PodInfo& pi = p->second;
-      w.node = pi.node;
-      w.resource = pi.resource;
-      w.units = pi.units;
-      w.cpu_milli = pi.cpu_milli;
-      w.memory_mib = pi.memory_mib;
+      requests_of(pi);
       if (pi.resource.empty()) return w;
       if (reported(pi.node, uid, &w.holds)) return w;
       if (!pi.assigned.empty()) {
@@ -401,11 +404,7 @@ struct GpuScheduler::Impl {
     }
     if (a != assumed.end() && (p == pods.end() || !p->second.deleting)) {
       const Assumed& as = a->second;
-      w.node = as.node;
-      w.resource = as.resource;
-      w.units = as.units;
-      w.cpu_milli = as.cpu_milli;
-      w.memory_mib = as.memory_mib;
+      requests_of(as);
       hold_all(as.units, as.uuids, &w.holds);
       return w;
     }
