@@ -168,10 +168,16 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
     for (const auto& p : pods) {
       if (p.uid == e.uid) pod = &p;
     }
+    // The informer's copy may not show what an earlier Allocate of this pod patched yet: the table
+    // (this call's entries included) is the full record, so a patch never drops a container.
     k8s::Assignment allocated = pod != nullptr ? pod->allocated : k8s::Assignment{};
-    for (const auto& other : entries) {
-      if (other.uid == e.uid && k8s::find_container(allocated, other.container) == nullptr) {
-        allocated.push_back({other.container, gpu_uuids(*res, other.actual_ids)});
+    {
+      std::lock_guard lock(table_mu_);
+      for (const auto& other : table_.entries()) {
+        if (other.uid == e.uid && other.resource == e.resource &&
+            k8s::find_container(allocated, other.container) == nullptr) {
+          allocated.push_back({other.container, gpu_uuids(*res, other.actual_ids)});
+        }
       }
     }
     if (auto ok = opt_.cluster->annotate_pod(e.ns, e.pod, k8s::kAnnotationGpuAllocated, k8s::format_assignment(allocated));
