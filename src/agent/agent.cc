@@ -10,9 +10,12 @@
 #include <optional>
 #include <thread>
 
+#include "agent/cluster_view.h"
 #include "common/files.h"
 #include "common/http_server.h"
 #include "common/log.h"
+#include "kube/client.h"
+#include "kube/config.h"
 
 namespace kgpu::agent {
 
@@ -29,6 +32,35 @@ std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) == 0) return buf;
   return "unknown";
+}
+
+// The API view for the device plugins, or null when the agent runs without API access. An error
+// only when API access was asked for explicitly (--kubeconfig) and cannot be had.
+Result<std::unique_ptr<ClusterView>> open_cluster_view(const AgentOptions& options) {
+  const char* service_host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const bool in_pod = service_host != nullptr && *service_host != '\0';
+  if (options.kubeconfig.empty() && !in_pod) return std::unique_ptr<ClusterView>();
+  std::string node = options.node_name;
+  if (const char* n = std::getenv("NODE_NAME"); node.empty() && n != nullptr) node = n;
+  auto fail_or_none = [&](const Error& e) -> Result<std::unique_ptr<ClusterView>> {
+    if (!options.kubeconfig.empty()) return std::unexpected(e);
+    log::warn(e.message + ": Allocate uses the kubelet's device IDs");
+    return std::unique_ptr<ClusterView>();
+  };
+  if (node.empty()) {
+    return fail_or_none(Error{ErrorCode::kInvalidArgument,
+                              "API access needs the node's name: pass --node-name or set NODE_NAME (the downward API's "
+                              "spec.nodeName)"});
+  }
+  kube::LoadOptions lo;
+  lo.kubeconfig = options.kubeconfig;
+  auto config = kube::load_config(lo);
+  if (!config) return fail_or_none(config.error().wrap("API access"));
+  config->user_agent = "kgpu-agent";
+  auto client = kube::Client::create(std::move(*config));
+  if (!client) return fail_or_none(client.error().wrap("API access"));
+  log::info("API access: honouring GPU assignments", {log::kv("node", node)});
+  return make_kube_cluster_view(std::move(*client), node, std::chrono::seconds(5));
 }
 
 }  // namespace
@@ -159,6 +191,18 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   DevicePluginOptions po = options.plugins;
   if (po.node_name.empty()) po.node_name = so.hostname;
   po.clock = &clock;
+  std::unique_ptr<ClusterView> cluster;
+  if (options.device_plugin) {
+    auto view = open_cluster_view(options);
+    if (!view) {
+      log::error(view.error().message);
+      return 1;
+    }
+    cluster = std::move(*view);
+    po.cluster = cluster.get();
+    if (po.pod_resources_socket.empty()) po.pod_resources_socket = so.pod_resources_socket;
+    po.pod_resources_timeout = so.pod_resources_timeout;
+  }
 
   Serving serving;
   std::unique_ptr<gpu::NodeGpus> node;
@@ -173,6 +217,11 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     if (options.device_plugin) {
       plugins = std::make_unique<DevicePluginManager>(*node, po);
       if (auto ok = plugins->start(); !ok) return std::unexpected(ok.error().wrap("device plugin"));
+    }
+    if (plugins && po.cluster != nullptr) {
+      so.translate = [p = plugins.get()](const std::vector<kubelet::ContainerDevice>& listed) {
+        return p->translate_devices(listed);
+      };
     }
     sampler = std::make_unique<metrics::Sampler>(*node, so);
     sampler->start();

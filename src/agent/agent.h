@@ -21,6 +21,11 @@ struct AgentOptions {
   metrics::SamplerOptions sampler;
   bool device_plugin = true;  // serve the kubelet device plugins and write labels
   DevicePluginOptions plugins;
+  // API access for the device plugins (docs/scheduler.md, "The node honours the choice"): used
+  // with an explicit kubeconfig, or inside a pod (the service account); otherwise none, and
+  // Allocate gives the kubelet's device IDs. Without a node name ($NODE_NAME) there is none either.
+  std::string kubeconfig;
+  std::string node_name;  // "" = $NODE_NAME
   HttpServerOptions http;  // connection, header and idle limits of :9400 (docs/metrics.md)
   // With failOnInitError false, how often NVML is tried again while it cannot initialise.
   std::chrono::milliseconds nvml_retry{std::chrono::seconds(30)};

@@ -14,10 +14,7 @@
 
 namespace kgpu::agent {
 
-namespace {
-
-// The sharing layer's container edits in the kubelet's Allocate terms.
-std::vector<kubelet::ContainerAllocation> to_kubelet(const std::vector<sharing::ContainerEdits>& edits) {
+std::vector<kubelet::ContainerAllocation> detail::to_kubelet(const std::vector<sharing::ContainerEdits>& edits) {
   std::vector<kubelet::ContainerAllocation> out;
   out.reserve(edits.size());
   for (const auto& e : edits) {
@@ -31,8 +28,6 @@ std::vector<kubelet::ContainerAllocation> to_kubelet(const std::vector<sharing::
   }
   return out;
 }
-
-}  // namespace
 
 DevicePluginManager::FileStamp DevicePluginManager::stamp(const std::string& path) {
   struct stat st {};
@@ -90,6 +85,13 @@ bool fails_on_init_error(const DevicePluginOptions& options, const std::string& 
 }
 
 Result<void> DevicePluginManager::start() {
+  if (opt_.cluster != nullptr) {
+    // Before any resource is registered: the kubelet may call Allocate at once.
+    if (!opt_.pod_resources_socket.empty() && !pod_resources_) {
+      pod_resources_ = std::make_unique<kubelet::PodResourcesClient>(opt_.pod_resources_socket);
+    }
+    load_table();
+  }
   kubelet_stamp_ = stamp(opt_.plugin_dir + "/" + kubelet::kKubeletSocketName);
   if (auto ok = load_and_apply(true); !ok) {
     // failOnInitError (flag, variable, else the file's, default true) decides whether a node that
@@ -130,6 +132,10 @@ Result<void> DevicePluginManager::start() {
     next_labels_ = now0 + config_.gfd_sleep_interval;
   }
   thread_ = std::thread([this] { control_loop(); });
+  if (opt_.cluster != nullptr) {
+    report_thread_ = std::thread([this] { report_loop(); });
+    request_report();
+  }
   return {};
 }
 
@@ -140,6 +146,7 @@ void DevicePluginManager::stop() {
   }
   stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (report_thread_.joinable()) report_thread_.join();
   if (events_) events_->stop();
   events_.reset();
   // MPS daemons are left running: their clients outlive the agent (a rolling update).
@@ -257,6 +264,7 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
     const std::string name = r.name;
     kubelet::PluginCallbacks cb;
     cb.allocate = [this, name](const std::vector<std::vector<std::string>>& requests) {
+      if (opt_.cluster != nullptr) return allocate_assigned(name, requests);
       std::lock_guard lock(mu_);
       const auto* res = plan_.find(name);
       if (res == nullptr) {
@@ -270,7 +278,7 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
         log::warn("Allocate refused: " + edits.error().message, {log::kv("resource", name)});
         return Result<std::vector<kubelet::ContainerAllocation>>(std::unexpected(edits.error()));
       }
-      return Result<std::vector<kubelet::ContainerAllocation>>(to_kubelet(*edits));
+      return Result<std::vector<kubelet::ContainerAllocation>>(detail::to_kubelet(*edits));
     };
     cb.preferred = [this, name](const std::vector<std::string>& available, const std::vector<std::string>& must,
                                 int size) {
@@ -292,6 +300,7 @@ void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config,
     servers_[name] = std::move(server);
   }
   write_labels();
+  if (opt_.cluster != nullptr) request_report();
 }
 
 bool DevicePluginManager::register_one(kubelet::DevicePluginServer& server) {
@@ -315,12 +324,17 @@ void DevicePluginManager::control_loop() {
     // already due: a clock that jumped while the previous round ran (a FakeClock advanced in a
     // test, a suspended VM) must not make the loop sleep through work that is due.
     const auto deadline = std::min({clock_.steady_now() + opt_.poll_interval, next_health_, next_config_check_});
+    bool wake_report = false;
     {
       std::unique_lock lock(stop_mu_);
       clock_.wait_until(stop_cv_, lock, deadline, [&] { return stopping_ || dirty_; });
       if (stopping_) return;
+      // Health changed: the node report says so without waiting for its interval.
+      wake_report = dirty_ && opt_.cluster != nullptr;
+      if (wake_report) report_requested_ = true;
       dirty_ = false;
     }
+    if (wake_report) stop_cv_.notify_all();
     const auto now = clock_.steady_now();
     check_sockets();
     if (now >= next_config_check_) {

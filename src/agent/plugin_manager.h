@@ -13,14 +13,20 @@
 //
 // It also writes the CDI spec for our devices and the GPU Feature Discovery labels.
 //
+// With API access (DevicePluginOptions::cluster), Allocate honours the scheduler's GPU assignment
+// and never gives a device that is really in use; the manager keeps the allocation table (and its
+// checkpoint) and publishes the node report (docs/scheduler.md, "The node honours the choice").
+//
 // The work is split by job: plugin_manager.cc (life cycle, config, kubelet sockets and
 // registration, status and metrics), plugin_health.cc (XID events, probes, the recovery rule,
-// GPU layout changes) and node_files.cc (what the manager writes on the node: CDI spec, labels,
-// and the host facts it reads for them).
+// GPU layout changes), plugin_assign.cc (Allocate with API access, the allocation table, the node
+// report) and node_files.cc (what the manager writes on the node: CDI spec, labels, and the host
+// facts it reads for them).
 //
 // Thread safety: start()/stop() from one thread; metrics_text() and status() from any thread.
-// Internally: one control thread, the NVML event thread, and gRPC's threads (Allocate and
-// GetPreferredAllocation read the current plan under the manager's lock).
+// Internally: one control thread, the NVML event thread, one report thread (with API access), and
+// gRPC's threads (Allocate and GetPreferredAllocation read the current plan under the manager's
+// lock; Allocates with API access are serialised, and may wait for one LIST of the node's pods).
 #pragma once
 
 #include <atomic>
@@ -35,10 +41,14 @@
 #include <thread>
 #include <vector>
 
+#include "agent/allocation_table.h"
+#include "agent/assignment.h"
+#include "agent/cluster_view.h"
 #include "agent/mps.h"
 #include "common/clock.h"
 #include "gpu/node.h"
 #include "kubelet/device_plugin.h"
+#include "kubelet/pod_resources.h"
 #include "sharing/allocate.h"
 #include "sharing/config.h"
 #include "sharing/plan.h"
@@ -69,6 +79,20 @@ struct DevicePluginOptions {
   std::chrono::milliseconds register_timeout{5000};
 
   MpsControl* mps = nullptr;  // not owned; null = run nvidia-cuda-mps-control (RealMpsControl)
+
+  // API access (not owned; must outlive the manager). Null: Allocate gives the kubelet's device
+  // IDs, as NVIDIA's plugin does, and there is no allocation table or node report.
+  ClusterView* cluster = nullptr;
+  // With API access: the kubelet's PodResources socket, read for the table and the report ("" =
+  // not read: entries are then never pruned and unidentified ones stay unnamed).
+  std::string pod_resources_socket;
+  std::chrono::milliseconds pod_resources_timeout{2000};
+  // How often the node report is rebuilt (and patched onto the Node when it changed); an
+  // allocation asks for one at once.
+  std::chrono::milliseconds report_interval{30000};
+  // A table entry whose container PodResources does not list is dropped this long after its
+  // Allocate (the kubelet lists a container once it is admitted).
+  std::chrono::milliseconds allocation_grace{60000};
   // Time for every interval above, the recovery rule and the labels' timestamp (not owned; must
   // outlive the manager). Tests pass a FakeClock.
   Clock* clock = &Clock::real();
@@ -110,6 +134,10 @@ class DevicePluginManager {
   };
   Status status() const;
 
+  // PodResources entries with the devices the containers really got (the allocation table);
+  // unchanged without API access. Any thread.
+  std::vector<kubelet::ContainerDevice> translate_devices(const std::vector<kubelet::ContainerDevice>& listed) const;
+
  private:
   struct Health {
     bool healthy = true;
@@ -134,6 +162,14 @@ class DevicePluginManager {
   bool facts_nodes_differ(const sharing::HostFacts& facts) const;                                // mu_ held
   void start_event_watcher();  // control thread (or start())
   bool register_one(kubelet::DevicePluginServer& server);
+  // plugin_assign.cc
+  Result<std::vector<kubelet::ContainerAllocation>> allocate_assigned(
+      const std::string& resource, const std::vector<std::vector<std::string>>& requests);
+  void load_table();           // start()
+  void report_loop();          // the report thread
+  void refresh_allocations();  // PodResources, reconcile, checkpoint, node report
+  void request_report();
+  std::string checkpoint_path() const;
   sharing::HostFacts host_facts(const sharing::Config& c) const;
 
   gpu::NodeGpus& node_;
@@ -173,6 +209,21 @@ class DevicePluginManager {
   std::map<std::string, std::string> serve_error_;  // resource -> why serving failed ("" = serving)
   Clock::SteadyTime next_config_check_{}, next_full_config_read_{}, next_health_{}, next_labels_{}, next_register_{};
   bool labels_dir_missing_logged_ = false;
+
+  // With API access. assign_mu_ serialises those Allocates (candidate choice and table update are
+  // one step); table_mu_ guards the table and the last PodResources reading (lock order:
+  // assign_mu_, then mu_ or table_mu_, never both of those).
+  std::mutex assign_mu_;
+  mutable std::mutex table_mu_;
+  AllocationTable table_;
+  // Containers whose assignment was refused (guarded by assign_mu_): the kubelet fails their pod,
+  // but until the informer shows that they must not be matched to the next Allocate.
+  Served refused_;
+  std::vector<kubelet::ContainerDevice> listed_;
+  std::unique_ptr<kubelet::PodResourcesClient> pod_resources_;
+  std::string last_report_;  // report thread: the last report patched (observedAt left out)
+  bool report_requested_ = false;  // guarded by stop_mu_
+  std::thread report_thread_;
 
   std::unique_ptr<gpu::EventWatcher> events_;
   std::mutex stop_mu_;

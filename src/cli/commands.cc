@@ -239,6 +239,11 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--log-format", log_format, "Log lines as text (key=value) or json")
       ->envname("KGPU_LOG_FORMAT")
       ->capture_default_str();
+  // A duration flag in milliseconds, within [min, max].
+  auto ms_option = [&](const std::string& name, long long& value, const std::string& help, long long min,
+                       long long max = 3600000LL) {
+    return agent_cmd->add_option(name, value, help)->check(CLI::Range(min, max))->capture_default_str();
+  };
   agent_cmd->add_option("-c,--collect-interval", collect_ms, "Collection interval in milliseconds")
       ->envname("DCGM_EXPORTER_INTERVAL")
       ->check(CLI::Range(100LL, 3600000LL))
@@ -249,9 +254,7 @@ int run(int argc, char** argv) {
       ->add_option("--pod-resources-socket", ao.sampler.pod_resources_socket,
                    "Kubelet PodResources socket (empty: no pod attribution)")
       ->capture_default_str();
-  agent_cmd->add_option("--pod-resources-interval", pr_interval_ms, "PodResources poll interval in milliseconds")
-      ->check(CLI::Range(100LL, 3600000LL))
-      ->capture_default_str();
+  ms_option("--pod-resources-interval", pr_interval_ms, "PodResources poll interval in milliseconds", 100);
   agent_cmd->add_option("--proc-root", ao.sampler.proc_root, "Where /proc is (processes of shared GPUs)")
       ->capture_default_str();
   agent_cmd
@@ -309,15 +312,10 @@ int run(int argc, char** argv) {
       ->envname("KGPU_HEALTH_RECOVERY")
       ->capture_default_str();
   long long nvml_retry_ms = 30000;
-  agent_cmd
-      ->add_option("--nvml-retry-interval", nvml_retry_ms,
-                   "Milliseconds between NVML initialisation attempts while it fails (failOnInitError false)")
-      ->check(CLI::Range(100LL, 3600000LL))
-      ->capture_default_str();
+  ms_option("--nvml-retry-interval", nvml_retry_ms,
+            "Milliseconds between NVML initialisation attempts while it fails (failOnInitError false)", 100);
   long long health_interval_ms = 5000;
-  agent_cmd->add_option("--health-interval", health_interval_ms, "Milliseconds between GPU health probes")
-      ->check(CLI::Range(50LL, 3600000LL))
-      ->capture_default_str();
+  ms_option("--health-interval", health_interval_ms, "Milliseconds between GPU health probes", 50);
   agent_cmd->add_option("--labels", dp.labels, "Write the GPU Feature Discovery labels file")->capture_default_str();
   agent_cmd->add_option("--output-file", ov.gfd_output_file, "NFD features.d file for the labels")
       ->envname("GFD_OUTPUT_FILE");
@@ -328,6 +326,16 @@ int run(int argc, char** argv) {
   agent_cmd->add_flag("--oneshot{true}", ov.gfd_oneshot, "Write the labels once (at start and on config changes), not every interval")->envname("GFD_ONESHOT");
   agent_cmd->add_option("--machine-type-file", ov.gfd_machine_type_file, "Source of nvidia.com/gpu.machine")
       ->envname("GFD_MACHINE_TYPE_FILE");
+  // API access: honour kgpu scheduler's GPU assignments (docs/scheduler.md, "The node honours the choice").
+  agent_cmd->add_option("--kubeconfig", ao.kubeconfig,
+                        "Kubeconfig for API access (inside a pod the service account is used without it)");
+  agent_cmd->add_option("--node-name", ao.node_name, "This node's name, for API access")->envname("NODE_NAME");
+  long long report_interval_ms = 30000;
+  ms_option("--node-report-interval", report_interval_ms,
+            "Milliseconds between rebuilds of the node's kgpu.io/gpus annotation (with API access)", 50);
+  long long allocation_grace_ms = 60000;
+  ms_option("--allocation-grace", allocation_grace_ms,
+            "Milliseconds an allocation is kept before the kubelet's PodResources lists its container", 0, 86400000LL);
 
   auto* lint_cmd = add_lint_command(app);
 
@@ -403,6 +411,8 @@ int run(int argc, char** argv) {
     ao.sampler.pod_resources_interval = std::chrono::milliseconds(pr_interval_ms);
     ao.plugins.proc_root = ao.sampler.proc_root;
     ao.plugins.health_interval = std::chrono::milliseconds(health_interval_ms);
+    ao.plugins.report_interval = std::chrono::milliseconds(report_interval_ms);
+    ao.plugins.allocation_grace = std::chrono::milliseconds(allocation_grace_ms);
     ao.nvml_retry = std::chrono::milliseconds(nvml_retry_ms);
     if (const char* v = std::getenv("DP_DISABLE_HEALTHCHECKS")) ao.plugins.disable_health_checks = v;
     if (const char* v = std::getenv("DP_ENABLE_HEALTHCHECKS")) ao.plugins.enable_health_checks = v;

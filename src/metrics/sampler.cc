@@ -277,6 +277,7 @@ std::vector<std::string> Sampler::problems() const {
 void Sampler::poll_pod_resources_now() {
   if (opt_.pod_resources_socket.empty()) return;
   auto list = pod_resources_.list(opt_.pod_resources_timeout);
+  if (list && opt_.translate) *list = opt_.translate(*list);
   std::lock_guard lock(mu_);
   if (list) {
     devices_ = std::move(*list);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,9 @@ struct SamplerOptions {
   std::chrono::milliseconds pod_resources_timeout{2000};
   // Allocations stay on the series this long after the kubelet stops answering.
   std::chrono::milliseconds pod_resources_grace{60000};
+  // Rewrites each PodResources reading before it is used (the agent's allocation table: the
+  // devices containers really got). Called on the poll thread; null = as the kubelet reports.
+  std::function<std::vector<kubelet::ContainerDevice>(const std::vector<kubelet::ContainerDevice>&)> translate;
   // Resources whose devices are GPUs; others in PodResources are ignored.
   std::vector<std::string> extra_resources;
   std::string proc_root = "/proc";

@@ -95,7 +95,7 @@ k8s::Assignment split_assignment(const std::vector<ContainerRequest>& containers
   size_t next = 0;
   for (const auto& c : containers) {
     k8s::ContainerGpus cg{c.name, {}};
-    if (share) {
+    if (share && gpus.size() <= 1) {
       if (!gpus.empty()) cg.uuids.push_back(gpus.front());
     } else if (c.init) {
       for (size_t i = 0; i < gpus.size() && static_cast<int64_t>(i) < c.units; ++i) cg.uuids.push_back(gpus[i]);
@@ -251,7 +251,7 @@ struct GpuScheduler::Impl {
     for (const char* resource : {kWholeResource, kSharedResource}) {
       Pool pool;
       pool.resource = resource;
-      if (std::string_view(resource) == kSharedResource) {
+      {  // the pool's replica count: the most common among its GPUs (1: whole GPUs)
         std::map<int, int> counts;
         for (const auto& [name, n] : nodes)
           if (n.report)
@@ -304,7 +304,7 @@ struct GpuScheduler::Impl {
       if (workload.empty()) {
         sched::TaskShape one;
         one.num_gpu = 1;
-        one.gpu_milli = pool.resource == kSharedResource ? sched::kMilli / std::max(1, pool.replicas) : sched::kMilli;
+        one.gpu_milli = sched::kMilli / std::max(1, pool.replicas);
         one.popularity = 1;
         workload.push_back(one);
       }
@@ -329,13 +329,18 @@ struct GpuScheduler::Impl {
     sched::Pod p;
     p.cpu_milli = cpu;
     p.memory_mib = mem;
-    if (pool.resource == kSharedResource) {
-      p.num_gpu = units > 0 ? 1 : 0;
-      const int64_t milli = units * sched::kMilli / std::max(1, pool.replicas);
-      p.gpu_milli = static_cast<int>(std::min<int64_t>(milli, std::numeric_limits<int>::max()));
-    } else {
-      p.num_gpu = static_cast<int>(std::min<int64_t>(units, std::numeric_limits<int>::max()));
-      p.gpu_milli = sched::kMilli;
+    {
+      const int64_t r = std::max(1, pool.replicas);
+      if (units >= r && units % r == 0) {  // whole GPUs, R replicas each
+        p.num_gpu = static_cast<int>(std::min<int64_t>(units / r, std::numeric_limits<int>::max()));
+        p.gpu_milli = sched::kMilli;
+      } else {
+        p.num_gpu = units > 0 ? 1 : 0;
+        const int64_t milli = units > std::numeric_limits<int64_t>::max() / sched::kMilli
+                                  ? std::numeric_limits<int64_t>::max()
+                                  : units * sched::kMilli / r;
+        p.gpu_milli = static_cast<int>(std::min<int64_t>(milli, std::numeric_limits<int>::max()));
+      }
     }
     return p;
   }
@@ -364,26 +369,34 @@ struct GpuScheduler::Impl {
     return any;
   }
 
+  // A share's replicas spread evenly over its GPUs (one GPU, or R each when k is a multiple of R).
+  static void hold_all(int64_t units, const std::vector<std::string>& uuids, std::vector<Hold>* out) {
+    const int64_t each = uuids.empty() ? 1 : units / static_cast<int64_t>(uuids.size());
+    for (const auto& u : uuids) out->push_back(Hold{u, static_cast<int>(std::clamp<int64_t>(each, 1, 1 << 20))});
+  }
+
   std::optional<Want> want(const std::string& uid) const {
     Want w;
+    const auto requests_of = [&w](const auto& x) {  // a PodInfo or an Assumed
+      w.node = x.node;
+      w.resource = x.resource;
+      w.units = x.units;
+      w.cpu_milli = x.cpu_milli;
+      w.memory_mib = x.memory_mib;
+    };
     const auto p = pods.find(uid);
     const auto a = assumed.find(uid);
     if (p != pods.end() && p->second.holds) {
       const PodInfo& pi = p->second;
-      w.node = pi.node;
-      w.resource = pi.resource;
-      w.units = pi.units;
-      w.cpu_milli = pi.cpu_milli;
-      w.memory_mib = pi.memory_mib;
+      requests_of(pi);
       if (pi.resource.empty()) return w;
       if (reported(pi.node, uid, &w.holds)) return w;
-      const bool share = pi.resource == kSharedResource;
       if (!pi.assigned.empty()) {
-        for (const auto& u : pi.assigned) w.holds.push_back(Hold{u, share ? static_cast<int>(pi.units) : 1});
+        hold_all(pi.units, pi.assigned, &w.holds);
         return w;
       }
       if (a != assumed.end() && a->second.node == pi.node) {
-        for (const auto& u : a->second.uuids) w.holds.push_back(Hold{u, share ? static_cast<int>(a->second.units) : 1});
+        hold_all(pi.units, a->second.uuids, &w.holds);
         return w;
       }
       w.known = false;
@@ -391,13 +404,8 @@ struct GpuScheduler::Impl {
     }
     if (a != assumed.end() && (p == pods.end() || !p->second.deleting)) {
       const Assumed& as = a->second;
-      w.node = as.node;
-      w.resource = as.resource;
-      w.units = as.units;
-      w.cpu_milli = as.cpu_milli;
-      w.memory_mib = as.memory_mib;
-      const bool share = as.resource == kSharedResource;
-      for (const auto& u : as.uuids) w.holds.push_back(Hold{u, share ? static_cast<int>(as.units) : 1});
+      requests_of(as);
+      hold_all(as.units, as.uuids, &w.holds);
       return w;
     }
     return std::nullopt;
@@ -435,7 +443,7 @@ struct GpuScheduler::Impl {
           if (!gpus) {  // over-committed already: charge what is there
             gpus.emplace();
             for (int g = 0; g < pool.cluster->node(idx->second).gpus() && static_cast<int>(gpus->size()) < pod.num_gpu; ++g)
-              if (pool.resource != kSharedResource || gpus->empty()) gpus->push_back(g);
+              if (!pod.sharing() || gpus->empty()) gpus->push_back(g);
             pod.num_gpu = static_cast<int>(gpus->size());
           }
           charge_one(std::move(pod), std::move(*gpus));
@@ -444,7 +452,7 @@ struct GpuScheduler::Impl {
         for (const auto& h : w.holds) {
           const auto at = pool.gpu_at.find(h.uuid);
           if (at == pool.gpu_at.end() || at->second.first != idx->second) continue;
-          sched::Pod pod = sched_pod(pool, pool.resource == kSharedResource ? h.replicas : 1, w.cpu_milli, w.memory_mib);
+          sched::Pod pod = sched_pod(pool, h.replicas, w.cpu_milli, w.memory_mib);
           charge_one(std::move(pod), {at->second.second});
         }
       }
@@ -882,10 +890,16 @@ std::string GpuScheduler::bind(const BindingArgs& args) {
     }
     as.bound = true;
     as.bound_at = im.clock.system_now();
-    const bool share = as.resource == kSharedResource;
+    const Impl::Pool* pool = im.pool_for(as.resource);
+    const bool share = pool != nullptr && pool->replicas > 1 && as.uuids.size() == 1;
     annotations[k8s::kAnnotationGpuResource] = as.resource;
-    annotations[k8s::kAnnotationGpuAssignment] =
-        k8s::format_assignment(split_assignment(as.containers, as.uuids, share));
+    // A share of several whole GPUs (k a multiple of R) splits like whole GPUs, counted in GPUs.
+    auto containers = as.containers;
+    if (as.uuids.size() > 1) {
+      const int64_t per_gpu = std::max<int64_t>(1, as.units / static_cast<int64_t>(as.uuids.size()));
+      for (auto& c : containers) c.units = std::max<int64_t>(1, c.units / per_gpu);
+    }
+    annotations[k8s::kAnnotationGpuAssignment] = k8s::format_assignment(split_assignment(containers, as.uuids, share));
     annotations[k8s::kAnnotationBoundAt] = format_rfc3339(as.bound_at, 6);
     gpus_text = gpu_list(as.uuids);
   }

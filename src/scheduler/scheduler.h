@@ -1,11 +1,13 @@
 // The live GPU scheduler behind `kgpu scheduler`: a model of the cluster's GPUs kept from the API
 // (nodes with their agents' GPU reports, pods with their assignments) and the extender verbs.
 //
-// Model. One pool per device resource: `nvidia.com/gpu` (whole GPUs) and `nvidia.com/gpu.shared`
-// (shares, each GPU kMilli split into its replica count R; a pod asking k replicas takes k/R of
-// one GPU). A node's GPUs come from its agent's report (annotation kgpu.io/gpus): only healthy
-// GPUs advertised under the pool's resource belong to the pool; a node without a report has no
-// GPUs kgpu can assign. What a pod holds (its charge) comes from, in order:
+// Model. One pool per device resource, `nvidia.com/gpu` and `nvidia.com/gpu.shared`. A pool's
+// GPUs are split into its replica count R (time-slicing or MPS replicas; 1 for whole GPUs): a pod
+// asking k units takes k/R of one GPU, or k/R whole GPUs when k is a multiple of R. R is the most
+// common replica count among the pool's GPUs; GPUs with another count are left out of it. A
+// node's GPUs come from its agent's report (annotation kgpu.io/gpus): only healthy GPUs
+// advertised under the pool's resource belong to the pool; a node without a report has no GPUs
+// kgpu can assign. What a pod holds (its charge) comes from, in order:
 //   1. the agent's report, when it lists the pod (what the container really got);
 //   2. the pod's kgpu.io/gpu-assignment (bound by kgpu, not admitted yet);
 //   3. a pending choice of ours (filter chose, bind not done; expires after `assume_ttl`);
@@ -135,7 +137,8 @@ std::vector<ContainerRequest> container_requests(const nlohmann::json& pod, cons
 
 // Splits a pod's GPUs over its containers: init containers take the first of the pod's GPUs they
 // need (they finish before the others start); the other containers take consecutive slices. For
-// shares every container gets the one GPU.
+// a share of one GPU every container gets it; a share of several whole GPUs (k a multiple of the
+// replica count R, a kgpu extension) is split like whole GPUs with `units` counted in GPUs.
 k8s::Assignment split_assignment(const std::vector<ContainerRequest>& containers, const std::vector<std::string>& gpus,
                                  bool share);
 

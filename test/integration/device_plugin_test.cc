@@ -16,8 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "../peers/device_plugin_peer.h"
-#include "test_env.h"
+#include "agent_fixture.h"
 
 namespace kgpu::testing {
 namespace {
@@ -39,84 +38,7 @@ size_t count_health(const std::vector<DeviceEntry>& list, const std::string& hea
       std::count_if(list.begin(), list.end(), [&](const DeviceEntry& d) { return d.health == health; }));
 }
 
-// One agent process with its own directories, fake node and kubelet.
-class Agent {
- public:
-  Agent(const std::string& node_yaml, const std::string& config_yaml, std::vector<std::string> extra = {},
-        std::vector<std::string> env = {})
-      : fake_(node_yaml), kubelet_((dir_.path() / "dp").string()) {
-    std::filesystem::create_directories(dir_.path() / "dp");
-    std::filesystem::create_directories(dir_.path() / "features.d");
-    config_ = dir_.write("config.yaml", config_yaml);
-    kubelet_.start();
-    std::vector<std::string> argv{KGPU_BINARY,
-                                  "agent",
-                                  "--nvml-library",
-                                  KGPU_FAKE_NVML,
-                                  "-a",
-                                  "127.0.0.1:0",
-                                  "--pod-resources-socket",
-                                  "",
-                                  "--device-plugin-dir",
-                                  (dir_.path() / "dp").string(),
-                                  "--cdi-root",
-                                  (dir_.path() / "cdi").string(),
-                                  "--output-file",
-                                  (dir_.path() / "features.d" / "gfd").string(),
-                                  "--machine-type-file",
-                                  dir_.write("product_name", "DGX H100\n"),
-                                  "--health-interval",
-                                  "100",
-                                  "--container-driver-root",
-                                  (dir_.path() / "no-driver-root").string()};
-    if (!config_yaml.empty()) {
-      argv.push_back("--config-file");
-      argv.push_back(config_);
-    }
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    env.push_back("KGPU_FAKE_NVML_CONFIG=" + fake_.path());
-    log_ = (dir_.path() / "agent.log").string();
-    process_ = std::make_unique<ChildProcess>(argv, env, log_);
-  }
-
-  KubeletRegistry& kubelet() { return kubelet_; }
-  FakeNodeFile& fake() { return fake_; }
-  const TempDir& dir() const { return dir_; }
-  std::string log() const { return slurp(log_); }
-  std::string config_path() const { return config_; }
-  std::string socket(const std::string& name) const { return (dir_.path() / "dp" / name).string(); }
-
-  // Waits for `n` registrations in total; returns them.
-  std::vector<Registration> registrations(size_t n) {
-    EXPECT_TRUE(kubelet_.wait_for_registrations(n, 10s)) << "registrations: " << kubelet_.registrations().size()
-                                                          << "\nagent log:\n"
-                                                          << log();
-    return kubelet_.registrations();
-  }
-
-  std::string metrics() {
-    if (port_ == 0) port_ = agent_port(log_);  // the port the agent bound (it was asked for 0)
-    httplib::Client c("127.0.0.1", port_);
-    c.set_connection_timeout(2);
-    auto r = c.Get("/metrics");
-    return r ? r->body : "";
-  }
-
- private:
-  TempDir dir_;
-  FakeNodeFile fake_;
-  KubeletRegistry kubelet_;
-  std::string config_, log_;
-  int port_ = 0;
-  std::unique_ptr<ChildProcess> process_;
-};
-
-std::vector<DeviceEntry> first_list(PluginClient& client, size_t expected_size) {
-  client.watch();
-  auto list = client.wait_for_list([&](const auto& l) { return l.size() == expected_size; }, 5s);
-  EXPECT_TRUE(list.has_value()) << "no list of " << expected_size << " devices";
-  return list.value_or(std::vector<DeviceEntry>{});
-}
+using Agent = PluginAgent;
 
 // A time-slicing config: every GPU with `replicas` replicas (the count is the file's line 5).
 std::string time_slicing(const std::string& replicas) {

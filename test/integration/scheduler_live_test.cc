@@ -169,6 +169,17 @@ TEST_F(SchedulerLive, FilterChoosesOneNodeAndNvlinkedGpusAndBindWritesThemWithTh
   EXPECT_EQ(idx(gpus[0]) ^ 1, idx(gpus[1])) << gpus[0] << " " << gpus[1];
   EXPECT_NE(gpus[0], "GPU-n1-0");
   EXPECT_NE(gpus[1], "GPU-n1-0");
+  // nodeCacheCapable: false: full Node objects in, the chosen one's object out.
+  const json p2 = create(res::kPods, gpu_pod("train2", 1));
+  json items = json::array();
+  for (const char* n : {"n1", "n2"}) items.push_back(*client_->get(res::kNodes, "", n));
+  auto r = s.post("filter", json{{"Pod", p2}, {"Nodes", {{"items", items}}}, {"NodeNames", nullptr}});
+  ASSERT_TRUE(r && r->status == 200);
+  const json out = json::parse(r->body);
+  ASSERT_EQ(out["Nodes"]["items"].size(), 1u) << r->body;
+  EXPECT_TRUE(out["NodeNames"].is_null());
+  EXPECT_EQ(out["Nodes"]["items"][0]["metadata"].value("name", "").substr(0, 1), "n");
+  EXPECT_EQ(out["FailedNodes"].size(), 1u);
 }
 
 TEST_F(SchedulerLive, NeverGivesAGpuTwiceAcrossARestartAndTellsWhyNot) {

@@ -1,0 +1,78 @@
+#include "agent/cluster_view.h"
+
+#include "common/log.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+
+namespace kgpu::agent {
+
+namespace {
+
+class KubeClusterView final : public ClusterView {
+ public:
+  KubeClusterView(std::unique_ptr<kube::Client> client, std::string node_name)
+      : client_(std::move(client)), node_(std::move(node_name)), selector_("spec.nodeName=" + node_) {
+    kube::InformerOptions o;
+    o.resource = kube::resources::kPods;
+    o.field_selector = selector_;
+    informer_ = std::make_unique<kube::Informer>(*client_, o);
+  }
+  ~KubeClusterView() override { informer_->stop(); }
+
+  void start(std::chrono::milliseconds sync_timeout) {
+    informer_->start();
+    if (!informer_->wait_for_sync(sync_timeout)) {
+      log::warn("pod informer not synced yet: Allocate lists pods itself until it is",
+                {log::kv("node", node_), log::kv("error", informer_->last_error())});
+    }
+  }
+
+  const std::string& node_name() const override { return node_; }
+
+  std::vector<nlohmann::json> cached_pods() const override {
+    std::vector<nlohmann::json> out;
+    for (const auto& p : informer_->list()) out.push_back(*p);
+    return out;
+  }
+
+  Result<std::vector<nlohmann::json>> list_pods() override {
+    kube::ListOptions o;
+    o.field_selector = selector_;
+    auto items = client_->list_all(kube::resources::kPods, "", o);
+    if (!items) return std::unexpected(items.error().to_error().wrap("listing the pods on node " + node_));
+    return std::move(*items);
+  }
+
+  Result<void> annotate_pod(const std::string& ns, const std::string& name, const std::string& key,
+                            const std::string& value) override {
+    auto r = client_->patch(kube::resources::kPods, ns, name, kube::PatchType::kMerge, patch(key, value));
+    if (!r) return std::unexpected(r.error().to_error().wrap(fmt::format("annotating pod {}/{}", ns, name)));
+    return {};
+  }
+
+  Result<void> annotate_node(const std::string& key, const std::string& value) override {
+    auto r = client_->patch(kube::resources::kNodes, "", node_, kube::PatchType::kMerge, patch(key, value));
+    if (!r) return std::unexpected(r.error().to_error().wrap("annotating node " + node_));
+    return {};
+  }
+
+ private:
+  static nlohmann::json patch(const std::string& key, const std::string& value) {
+    return {{"metadata", {{"annotations", {{key, value}}}}}};
+  }
+
+  std::unique_ptr<kube::Client> client_;
+  std::string node_, selector_;
+  std::unique_ptr<kube::Informer> informer_;
+};
+
+}  // namespace
+
+std::unique_ptr<ClusterView> make_kube_cluster_view(std::unique_ptr<kube::Client> client, std::string node_name,
+                                                    std::chrono::milliseconds sync_timeout) {
+  auto view = std::make_unique<KubeClusterView>(std::move(client), std::move(node_name));
+  view->start(sync_timeout);
+  return view;
+}
+
+}  // namespace kgpu::agent
