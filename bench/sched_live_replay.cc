@@ -22,23 +22,22 @@
 // Usage: sched_live_replay [--mode replay|throughput] [--policy FGDPack] [--seed 1] [--nodes N]
 //                          [--target 1.3] [--data DIR] [--limit PODS] [--kube-api-qps 1000]
 // --nodes N > the trace's node count replicates the trace's nodes (in sim's per-seed order) up to N.
+#include <fmt/format.h>
 #include <httplib.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "integration/test_env.h"
 #include "k8s/gpu_assignment.h"
@@ -64,7 +63,7 @@ struct Options {
   uint64_t seed = 1;
   size_t nodes = 0;  // 0: the trace's
   double target = 1.3;
-  size_t limit = 0;  // 0: every arrival
+  size_t limit = 0;     // 0: every arrival
   int kube_qps = 1000;  // the scheduler's --kube-api-qps and --kube-api-burst (its default, 50/100, caps binds)
 };
 
@@ -77,15 +76,24 @@ kgpu::Result<Options> parse_args(int argc, char** argv) {
     if (i + 1 >= argc) return kgpu::fail(kgpu::ErrorCode::kInvalidArgument, "{}: needs a value", flag);
     const std::string v = argv[++i];
     try {
-      if (flag == "--mode" && (v == "replay" || v == "throughput")) o.mode = v;
-      else if (flag == "--policy") o.policy = v;
-      else if (flag == "--data") o.data = v;
-      else if (flag == "--seed") o.seed = std::stoull(v);
-      else if (flag == "--nodes" && std::stoull(v) <= kMaxNodes) o.nodes = std::stoull(v);
-      else if (flag == "--target" && std::stod(v) > 0 && std::stod(v) <= 10) o.target = std::stod(v);
-      else if (flag == "--limit") o.limit = std::stoull(v);
-      else if (flag == "--kube-api-qps" && std::stoi(v) > 0) o.kube_qps = std::stoi(v);
-      else return kgpu::fail(kgpu::ErrorCode::kInvalidArgument, "{} {}: unknown flag or value out of range", flag, v);
+      if (flag == "--mode" && (v == "replay" || v == "throughput"))
+        o.mode = v;
+      else if (flag == "--policy")
+        o.policy = v;
+      else if (flag == "--data")
+        o.data = v;
+      else if (flag == "--seed")
+        o.seed = std::stoull(v);
+      else if (flag == "--nodes" && std::stoull(v) <= kMaxNodes)
+        o.nodes = std::stoull(v);
+      else if (flag == "--target" && std::stod(v) > 0 && std::stod(v) <= 10)
+        o.target = std::stod(v);
+      else if (flag == "--limit")
+        o.limit = std::stoull(v);
+      else if (flag == "--kube-api-qps" && std::stoi(v) > 0)
+        o.kube_qps = std::stoi(v);
+      else
+        return kgpu::fail(kgpu::ErrorCode::kInvalidArgument, "{} {}: unknown flag or value out of range", flag, v);
     } catch (const std::exception&) {
       return kgpu::fail(kgpu::ErrorCode::kInvalidArgument, "{} {}: not a number", flag, v);
     }
@@ -126,8 +134,10 @@ json pod_object(const kgpu::sched::Pod& p, const std::string& name) {
   json c{{"name", "main"},
          {"image", "replay:1"},
          {"resources",
-          {{"requests", {{"cpu", fmt::format("{}m", p.cpu_milli)}, {"memory", fmt::format("{}Mi", p.memory_mib)},
-                         {kShared, std::to_string(units)}}},
+          {{"requests",
+            {{"cpu", fmt::format("{}m", p.cpu_milli)},
+             {"memory", fmt::format("{}Mi", p.memory_mib)},
+             {kShared, std::to_string(units)}}},
            {"limits", {{kShared, std::to_string(units)}}}}}};
   json o{{"apiVersion", "v1"},
          {"kind", "Pod"},
@@ -192,7 +202,8 @@ class Scheduler {
   // The body of a 200 answer, or an error naming the verb.
   kgpu::Result<json> post(const std::string& verb, const std::string& body) {
     auto r = http_.Post("/" + verb, body, "application/json");
-    if (!r) return kgpu::fail(kgpu::ErrorCode::kUnavailable, "/{}: no answer ({})", verb, httplib::to_string(r.error()));
+    if (!r)
+      return kgpu::fail(kgpu::ErrorCode::kUnavailable, "/{}: no answer ({})", verb, httplib::to_string(r.error()));
     if (r->status != 200) return kgpu::fail(kgpu::ErrorCode::kInternal, "/{}: HTTP {}: {}", verb, r->status, r->body);
     auto j = json::parse(r->body, nullptr, false);
     if (j.is_discarded()) return kgpu::fail(kgpu::ErrorCode::kInternal, "/{}: not JSON: {}", verb, r->body);
@@ -201,10 +212,12 @@ class Scheduler {
   // Polls /metrics until `ok` holds for it or `timeout` passes.
   template <typename F>
   bool wait_metrics(F ok, std::chrono::seconds timeout) {
-    return kgpu::testing::eventually([&] {
-      auto m = get("/metrics");
-      return m && ok(*m);
-    }, timeout);
+    return kgpu::testing::eventually(
+        [&] {
+          auto m = get("/metrics");
+          return m && ok(*m);
+        },
+        timeout);
   }
 
  private:
@@ -233,21 +246,24 @@ int main(int argc, char** argv) {
   auto arrivals = kgpu::sim::fgd_arrivals(nodes, pods, o.seed, o.target);
   if (!arrivals) return fail_with(arrivals.error().message);
   const size_t decisions = o.limit > 0 ? std::min(o.limit, arrivals->pods.size()) : arrivals->pods.size();
-  const size_t ahead = o.mode == "replay" ? std::min(decisions, pods.size()) : 0;  // pods created before scheduling
-  fmt::print("{} nodes ({} GPUs), {} GPU pods in the trace ({} CPU-only left out), {} arrivals ({:.3f} of capacity), "
-             "policy {}, seed {}, mode {}\n",
-             nodes.size(), arrivals->gpu_capacity / 1000, pods.size(), all_pods->size() - pods.size(), decisions,
-             static_cast<double>(arrivals->arrived) / static_cast<double>(arrivals->gpu_capacity), o.policy, o.seed,
-             o.mode);
+  // Replay mode creates every trace pod first (FGD's workload is then the trace's, also under --limit).
+  const size_t ahead = o.mode == "replay" ? std::min(arrivals->pods.size(), pods.size()) : 0;
+  int64_t arrived = 0;
+  for (size_t k = 0; k < decisions; ++k) arrived += pods[arrivals->pods[k]].gpu_request();
+  fmt::print(
+      "{} nodes ({} GPUs), {} GPU pods in the trace ({} CPU-only left out), {} arrivals ({:.3f} of capacity), "
+      "policy {}, seed {}, mode {}\n",
+      nodes.size(), arrivals->gpu_capacity / 1000, pods.size(), all_pods->size() - pods.size(), decisions,
+      static_cast<double>(arrived) / static_cast<double>(arrivals->gpu_capacity), o.policy, o.seed, o.mode);
 
   kgpu::testing::TempDir dir;
   const std::string kubeconfig = (dir.path() / "kubeconfig").string(), port_file = (dir.path() / "port").string();
-  kgpu::testing::ChildProcess apiserver({KGPU_APISERVER, "--kubeconfig", kubeconfig, "--port-file", port_file,
-                                         "--history", "100000"},
-                                        {}, (dir.path() / "apiserver.log").string());
-  if (!kgpu::testing::eventually([&] {
-        return std::filesystem::exists(port_file) && std::filesystem::file_size(port_file) > 0;
-      }, std::chrono::seconds(20)))
+  kgpu::testing::ChildProcess apiserver(
+      {KGPU_APISERVER, "--kubeconfig", kubeconfig, "--port-file", port_file, "--history", "100000"}, {},
+      (dir.path() / "apiserver.log").string());
+  if (!kgpu::testing::eventually(
+          [&] { return std::filesystem::exists(port_file) && std::filesystem::file_size(port_file) > 0; },
+          std::chrono::seconds(20)))
     return fail_with("kgpu-apiserver did not start: " + slurp((dir.path() / "apiserver.log").string()));
   auto cfg = kgpu::kube::config_from_kubeconfig_files({kubeconfig}, "");
   if (!cfg) return fail_with("kubeconfig: " + cfg.error().message);
@@ -267,7 +283,7 @@ int main(int argc, char** argv) {
   }
   const std::string node_names = json(names).dump();
   const auto pod_name = [](size_t k) { return fmt::format("replay-{:06}", k); };
-  std::vector<json> created(decisions);
+  std::vector<json> created(std::max(ahead, decisions));
   const auto t_ahead = SteadyClock::now();
   for (size_t k = 0; k < ahead; ++k) {
     auto r = api.create(res::kPods, "default", pod_object(pods[arrivals->pods[k]], pod_name(k)));
@@ -281,9 +297,8 @@ int main(int argc, char** argv) {
   const std::string sched_log = (dir.path() / "scheduler.log").string();
   kgpu::testing::ChildProcess scheduler_proc(
       {KGPU_BINARY, "scheduler", "--kubeconfig", kubeconfig, "--address", "127.0.0.1:0", "--leader-elect=false",
-       "--serialize-admission=false", "--policy", o.policy, "--seed", std::to_string(o.seed),
-       "--workload-refresh-ms", "86400000", "--kube-api-qps", std::to_string(o.kube_qps), "--kube-api-burst",
-       std::to_string(o.kube_qps)},
+       "--serialize-admission=false", "--policy", o.policy, "--seed", std::to_string(o.seed), "--workload-refresh-ms",
+       "86400000", "--kube-api-qps", std::to_string(o.kube_qps), "--kube-api-burst", std::to_string(o.kube_qps)},
       {}, sched_log);
   const int port = kgpu::testing::agent_port(sched_log, std::chrono::seconds(30));
   if (port <= 0) return fail_with("kgpu scheduler did not start: " + slurp(sched_log));
@@ -291,10 +306,12 @@ int main(int argc, char** argv) {
   // Every node and every pod created ahead seen; then the last node's report, which makes the
   // scheduler rebuild its model and compute FGD's target workload from the pods it has seen.
   const double reported_first = static_cast<double>(names.size() - (ahead > 0 ? 1 : 0));
-  if (!s.wait_metrics([&](const std::string& m) {
-        return metric(m, "kgpu_scheduler_nodes", "report=\"present\"") == reported_first &&
-               metric(m, "kgpu_scheduler_pending_gpu_pods").value_or(0) == static_cast<double>(ahead);
-      }, std::chrono::seconds(120)))
+  if (!s.wait_metrics(
+          [&](const std::string& m) {
+            return metric(m, "kgpu_scheduler_nodes", "report=\"present\"") == reported_first &&
+                   metric(m, "kgpu_scheduler_pending_gpu_pods").value_or(0) == static_cast<double>(ahead);
+          },
+          std::chrono::seconds(120)))
     return fail_with("the scheduler did not see the cluster within 120 s; /metrics: " +
                      s.get("/metrics").value_or("(no answer)"));
   if (ahead > 0) {
@@ -304,9 +321,11 @@ int main(int argc, char** argv) {
                            json{{"metadata", {{"annotations", patch["metadata"]["annotations"]}}}});
         !r)
       return fail_with("patching node " + last + ": " + r.error().text());
-    if (!s.wait_metrics([&](const std::string& m) {
-          return metric(m, "kgpu_scheduler_nodes", "report=\"present\"") == static_cast<double>(names.size());
-        }, std::chrono::seconds(60)))
+    if (!s.wait_metrics(
+            [&](const std::string& m) {
+              return metric(m, "kgpu_scheduler_nodes", "report=\"present\"") == static_cast<double>(names.size());
+            },
+            std::chrono::seconds(60)))
       return fail_with("the scheduler did not see node " + last + "'s report within 60 s");
   }
 
@@ -322,7 +341,8 @@ int main(int argc, char** argv) {
   std::optional<size_t> first_differ;
   std::string first_differ_text;
 
-  std::vector<double> decision_ms, create_ms;
+  std::vector<double> decision_ms, create_ms, filter_ms;
+  double filter_bytes = 0;
   size_t bound = 0, unschedulable = 0;
   const auto t0 = SteadyClock::now();
   for (size_t k = 0; k < decisions; ++k) {
@@ -337,12 +357,16 @@ int main(int argc, char** argv) {
     auto f = s.post("filter", R"({"Pod":)" + p.dump() + R"(,"Nodes":null,"NodeNames":)" + node_names + "}");
     if (!f) return fail_with(pod_name(k) + ": " + f.error().message);
     if (!f->value("Error", "").empty()) return fail_with(pod_name(k) + ": filter error: " + f->value("Error", ""));
+    filter_ms.push_back(std::chrono::duration<double, std::milli>(SteadyClock::now() - td).count());
+    filter_bytes += static_cast<double>(f->dump().size());
     const json& chosen = (*f)["NodeNames"];
     if (!chosen.is_array() || chosen.empty()) {
       ++unschedulable;
     } else {
-      const json args{{"PodName", p["metadata"]["name"]}, {"PodNamespace", "default"},
-                      {"PodUID", p["metadata"]["uid"]}, {"Node", chosen[0]}};
+      const json args{{"PodName", p["metadata"]["name"]},
+                      {"PodNamespace", "default"},
+                      {"PodUID", p["metadata"]["uid"]},
+                      {"Node", chosen[0]}};
       auto b = s.post("bind", args.dump());
       if (!b) return fail_with(pod_name(k) + ": " + b.error().message);
       if (!b->value("Error", "").empty()) return fail_with(pod_name(k) + ": bind error: " + b->value("Error", ""));
@@ -358,9 +382,9 @@ int main(int argc, char** argv) {
         ++differ;
         if (!first_differ) {
           first_differ = k;
-          first_differ_text = fmt::format("arrival {} ({}, cpu {}m): sim {}, live {}", k, kgpu::sim::shape_name(pod),
-                                          pod.cpu_milli, want.empty() ? "(unscheduled)" : want,
-                                          got.empty() ? "(unschedulable)" : got);
+          first_differ_text =
+              fmt::format("arrival {} ({}, cpu {}m): sim {}, live {}", k, kgpu::sim::shape_name(pod), pod.cpu_milli,
+                          want.empty() ? "(unscheduled)" : want, got.empty() ? "(unschedulable)" : got);
         }
       }
     }
@@ -377,6 +401,9 @@ int main(int argc, char** argv) {
   fmt::print("filter+bind per decision: p50 {:.2f} ms, p99 {:.2f} ms, max {:.2f} ms; create p50 {:.2f} ms\n",
              percentile(decision_ms, 0.5), percentile(decision_ms, 0.99), percentile(decision_ms, 1.0),
              percentile(create_ms, 0.5));
+  fmt::print("  of which /filter round trip: p50 {:.2f} ms, p99 {:.2f} ms; request {} kB, reply {:.0f} kB on average\n",
+             percentile(filter_ms, 0.5), percentile(filter_ms, 0.99), node_names.size() / 1000,
+             filter_bytes / static_cast<double>(std::max<size_t>(1, decisions)) / 1000);
   for (const char* verb : {"filter", "bind"}) {
     const std::string l = fmt::format("verb=\"{}\"", verb);
     const double n = metric(m, "kgpu_scheduler_attempt_duration_seconds_count", l).value_or(0);
