@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
   auto sim_fw = kgpu::sched::make_framework(o.policy, ctx);
   if (!sim_fw) return fail_with("sim framework: " + sim_fw.error().message);
   kgpu::sched::Cluster sim_cluster(arrivals->nodes);
-  std::mt19937_64 sim_rng(o.seed * 0x9e3779b97f4a7c15ULL + 1);
+  std::mt19937_64 sim_rng(kgpu::sim::scheduling_seed(o.seed));
   size_t differ = 0;
   std::optional<size_t> first_differ;
   std::string first_differ_text;

@@ -134,6 +134,8 @@ Result<FgdArrivals> fgd_arrivals(const std::vector<sched::NodeState>& nodes, con
   return a;
 }
 
+uint64_t scheduling_seed(uint64_t seed) { return seed * 0x9e3779b97f4a7c15ULL + 1; }
+
 Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                    const RunOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -143,7 +145,7 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, c
   auto fw = framework_for(pods, workload, o);
   if (!fw) return std::unexpected(fw.error());
   sched::Cluster cluster(std::move(arrivals->nodes));
-  std::mt19937_64 sched_rng(o.seed * 0x9e3779b97f4a7c15ULL + 1);
+  std::mt19937_64 sched_rng(scheduling_seed(o.seed));
 
   RunResult r;
   r.policy = o.policy;

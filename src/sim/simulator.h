@@ -119,6 +119,8 @@ struct FgdArrivals {
 };
 Result<FgdArrivals> fgd_arrivals(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                  uint64_t seed, double target_arrived);
+// The seed of the random source run_fgd_protocol's policy draws from (Random, TieBreak::kRandom).
+uint64_t scheduling_seed(uint64_t seed);
 
 Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                    const RunOptions& options);
