@@ -695,7 +695,10 @@ void GpuScheduler::remove_pod(const json& pod) {
   std::string node;
   if (it != im.pods.end()) {
     node = it->second.node;
-    im.pods_on_node[node].erase(uid);
+    if (const auto on = im.pods_on_node.find(node); on != im.pods_on_node.end()) {
+      on->second.erase(uid);
+      if (on->second.empty()) im.pods_on_node.erase(on);
+    }
     im.pods.erase(it);
   }
   im.assumed.erase(uid);
