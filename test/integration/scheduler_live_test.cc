@@ -158,7 +158,7 @@ TEST_F(SchedulerLive, FilterChoosesOneNodeAndNvlinkedGpusAndBindWritesThemWithTh
   json reply;
   const std::string node = filter(s, p, {"n1", "n2"}, &reply);
   ASSERT_FALSE(node.empty()) << reply.dump();
-  EXPECT_EQ(reply["FailedNodes"].size(), 1u) << reply.dump();
+  EXPECT_TRUE(reply["FailedNodes"].empty()) << reply.dump();  // only a pod that fits nowhere is explained
   // prioritize: the chosen node gets kube-scheduler's maximum.
   auto pr = s.post("prioritize", json{{"Pod", p}, {"Nodes", nullptr}, {"NodeNames", {"n1", "n2"}}});
   ASSERT_TRUE(pr && pr->status == 200);
@@ -185,7 +185,7 @@ TEST_F(SchedulerLive, FilterChoosesOneNodeAndNvlinkedGpusAndBindWritesThemWithTh
   ASSERT_EQ(out["Nodes"]["items"].size(), 1u) << r->body;
   EXPECT_TRUE(out["NodeNames"].is_null());
   EXPECT_EQ(out["Nodes"]["items"][0]["metadata"].value("name", "").substr(0, 1), "n");
-  EXPECT_EQ(out["FailedNodes"].size(), 1u);
+  EXPECT_TRUE(out["FailedNodes"].empty());
 }
 
 TEST_F(SchedulerLive, NeverGivesAGpuTwiceAcrossARestartAndTellsWhyNot) {
