@@ -160,9 +160,17 @@ TEST_F(Model, OnlyTheGivenNodesAreCandidatesAndUnknownOnesAreUnresolvable) {
   auto d = s->filter(args_for(pod("a", 1), {"n2", "cpu-only", "ghost"}));
   ASSERT_TRUE(d.node);
   EXPECT_EQ(*d.node, "n2");
-  EXPECT_NE(d.result.unresolvable.at("cpu-only").find("no kgpu agent report"), std::string::npos);
-  EXPECT_EQ(d.result.unresolvable.at("ghost"), "node unknown to kgpu");
-  EXPECT_FALSE(d.result.failed.contains("n1"));
+  EXPECT_EQ(d.result.nodes, std::vector<std::string>{"n2"});
+  EXPECT_TRUE(d.result.failed.empty() && d.result.unresolvable.empty());  // only a failure is explained
+  // Nothing fits: every candidate says why, and only those.
+  auto none = s->filter(args_for(pod("big", 3), {"n2", "cpu-only", "ghost"}));
+  ASSERT_FALSE(none.node);
+  EXPECT_NE(none.result.unresolvable.at("cpu-only").find("no kgpu agent report"), std::string::npos);
+  EXPECT_EQ(none.result.unresolvable.at("ghost"), "node unknown to kgpu");
+  EXPECT_NE(none.result.failed.at("n2").find("Insufficient nvidia.com/gpu"), std::string::npos);
+  EXPECT_FALSE(none.result.failed.contains("n1"));
+  EXPECT_EQ(none.message, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 no kgpu agent report "
+                          "(kgpu.io/gpus), 1 node unknown to kgpu.");
 }
 
 TEST_F(Model, ReportsPlacePodsOfOtherSchedulersAndDeletionsFreeThem) {
