@@ -2,7 +2,8 @@
 # The main job on a simulated node: `kgpu inventory`, then `kgpu agent` serving GPU metrics, the
 # kubelet device plugins (with an NVIDIA-format time-slicing config) and the node labels, all in a
 # temporary directory standing in for the kubelet's and NFD's directories; then `kgpu doctor` live
-# against a small cluster served by the API-server stand-in.
+# against a small cluster served by the API-server stand-in, and `kgpu scheduler` placing a pod on
+# the agent's GPUs the way kube-scheduler asks an extender to.
 # Usage: scripts/demo.sh BUILD_DIR NODE_YAML [SECONDS]   (SECONDS=0: serve until Ctrl-C)
 set -euo pipefail
 build=${1:?build dir}
@@ -68,6 +69,58 @@ trap 'kill $agent $apiserver 2>/dev/null || true; wait $agent $apiserver 2>/dev/
 for _ in $(seq 100); do [ -s "$state/apiserver.port" ] && break; sleep 0.05; done
 echo "kgpu doctor, live against 4 H100 nodes (examples/cluster/demo.yaml and this agent's node; kgpu-apiserver on https://127.0.0.1:$(cat "$state/apiserver.port")):"
 "$build/kgpu" doctor --kubeconfig "$state/kubeconfig" --no-checklist || true
+echo
+# kgpu scheduler: the agent, restarted with API access, reports its GPUs on its Node; the scheduler
+# reads them (and counts the notebook's 4 GPUs, placed by someone else) and places a training pod,
+# called exactly as kube-scheduler calls an extender (filter, then bind).
+kill $agent 2>/dev/null || true
+wait $agent 2>/dev/null || true
+NODE_NAME=${NODE_NAME:-demo-node} "$build/kgpu" agent --nvml-library "$lib" -a "127.0.0.1:$port" -c 1000 \
+  --pod-resources-socket "" --device-plugin-dir "$state/device-plugins" --cdi-root "$state/cdi" \
+  --output-file "$state/features.d/gfd" --config-file "$state/config.yaml" \
+  --kubeconfig "$state/kubeconfig" --node-report-interval 500 > "$state/agent.log" 2>&1 &
+agent=$!
+"$build/kgpu" scheduler --kubeconfig "$state/kubeconfig" --address 127.0.0.1:0 --leader-elect=false \
+  > "$state/scheduler.log" 2>&1 &
+scheduler=$!
+trap 'kill $agent $apiserver $scheduler 2>/dev/null || true; wait $agent $apiserver $scheduler 2>/dev/null || true; rm -rf "$state"' EXIT
+api="https://127.0.0.1:$(cat "$state/apiserver.port")"
+sport=""
+for _ in $(seq 200); do
+  sport=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$state/scheduler.log" | head -1)
+  [ -n "$sport" ] && curl -sf "http://127.0.0.1:$sport/metrics" 2>/dev/null | grep -q '^kgpu_scheduler_nodes{report="present"} 1' && break
+  sleep 0.05
+done
+python3 - "$api" "http://127.0.0.1:$sport" "${NODE_NAME:-demo-node}" <<'PY' || echo "(the scheduler step did not complete; see $state/scheduler.log)"
+import json, ssl, sys, urllib.request
+api, ext, node = sys.argv[1:4]
+tls = ssl.create_default_context()
+tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
+def call(url, body=None, method=None):
+    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), method=method,
+                                 headers={"Authorization": "Bearer demo", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, context=tls if url.startswith("https") else None, timeout=10) as r:
+        return json.load(r)
+pod = call(api + "/api/v1/namespaces/team-a/pods", {"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "train-bert", "namespace": "team-a"},
+    "spec": {"schedulerName": "kgpu-scheduler", "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+             "containers": [{"name": "trainer", "image": "nvcr.io/nvidia/pytorch:25.11-py3",
+                             "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
+nodes = [n["metadata"]["name"] for n in call(api + "/api/v1/nodes")["items"]]
+for k in ("apiVersion", "kind"):
+    pod.pop(k, None)  # kube-scheduler's pods come from typed informers, without them
+out = call(ext + "/filter", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
+print(f"filter over {len(nodes)} nodes -> {out['NodeNames']}")
+for n, why in sorted(out["FailedAndUnresolvableNodes"].items()):
+    print(f"  {n}: {why}")
+err = call(ext + "/bind", {"PodName": "train-bert", "PodNamespace": "team-a",
+                           "PodUID": pod["metadata"]["uid"], "Node": out["NodeNames"][0]})["Error"]
+got = call(api + "/api/v1/namespaces/team-a/pods/train-bert")
+ann = got["metadata"].get("annotations", {})
+print(f"bind -> {err or 'ok'}: spec.nodeName={got['spec'].get('nodeName')}, "
+      f"kgpu.io/gpu-assignment={ann.get('kgpu.io/gpu-assignment')}")
+PY
+curl -s "http://127.0.0.1:$sport/metrics" | grep -E '^kgpu_scheduler_(gpu_allocated|gpu_capacity|gpu_fragmentation_ratio)\{resource="nvidia.com/gpu"\}' || true
 if [ "$seconds" = 0 ]; then
   echo "Ctrl-C to stop."
   wait $agent

@@ -61,8 +61,14 @@ int64_t request_units(const json& container, const std::string& resource) {
 }
 
 // A document view of one object, for the k8s decoders (requests, affinity, tolerations).
-k8s::LoadResult load_object(const json& obj, const std::string& what) {
-  return k8s::load_text(obj.dump(), what, k8s::InputFormat::kJson);
+// kube-scheduler's objects come from typed informers, which drop apiVersion and kind: the
+// decoders need them, so they are filled in for `kind` ("Pod", "Node") when absent.
+k8s::LoadResult load_object(const json& obj, const char* kind, const std::string& what) {
+  if (obj.contains("kind") && obj.contains("apiVersion")) return k8s::load_text(obj.dump(), what, k8s::InputFormat::kJson);
+  json typed = obj;
+  typed["apiVersion"] = "v1";
+  typed["kind"] = kind;
+  return k8s::load_text(typed.dump(), what, k8s::InputFormat::kJson);
 }
 
 std::string gpu_list(const std::vector<std::string>& v) {
@@ -202,7 +208,7 @@ struct GpuScheduler::Impl {
                  !find_path(pod, {"metadata", "deletionTimestamp"})->is_null();
     const json* gates = find_path(pod, {"spec", "schedulingGates"});
     p.gated = gates != nullptr && gates->is_array() && !gates->empty();
-    auto loaded = load_object(pod, "pod " + p.ns + "/" + p.name);
+    auto loaded = load_object(pod, "Pod", "pod " + p.ns + "/" + p.name);
     if (!loaded.documents.empty()) {
       if (auto kp = k8s::as_pod(loaded.documents.front())) {
         p.cpu_milli = k8s::pod_request(kp->spec, "cpu").milli_value();
@@ -527,7 +533,7 @@ struct GpuScheduler::Impl {
 
   // The pod as the pool schedules it: requests, selectors, affinity, tolerations.
   static std::optional<sched::Pod> pod_for_pool(const json& pod, const Pool& pool, int64_t units) {
-    auto loaded = load_object(pod, "pod");
+    auto loaded = load_object(pod, "Pod", "pod");
     if (loaded.documents.empty()) return std::nullopt;
     const auto kp = k8s::as_pod(loaded.documents.front());
     if (!kp) return std::nullopt;
@@ -626,7 +632,7 @@ void GpuScheduler::upsert_node(const json& node) {
   const std::string name = str_at(node, {"metadata", "name"});
   if (name.empty()) return;
   Impl::NodeInfo info;
-  auto loaded = load_object(node, "node " + name);
+  auto loaded = load_object(node, "Node", "node " + name);
   if (!loaded.documents.empty())
     if (auto kn = k8s::as_node(loaded.documents.front())) info.base = sched::node_from_k8s(loaded.documents.front(), *kn);
   info.base.name = name;
@@ -689,7 +695,10 @@ void GpuScheduler::remove_pod(const json& pod) {
   std::string node;
   if (it != im.pods.end()) {
     node = it->second.node;
-    im.pods_on_node[node].erase(uid);
+    if (const auto on = im.pods_on_node.find(node); on != im.pods_on_node.end()) {
+      on->second.erase(uid);
+      if (on->second.empty()) im.pods_on_node.erase(on);
+    }
     im.pods.erase(it);
   }
   im.assumed.erase(uid);
@@ -776,10 +785,10 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
       const std::string key = info.uid.empty() ? info.ns + "/" + info.name : info.uid;
       im.assumed[key] = std::move(a);
       im.charge(key);
+      // kube-scheduler reads FailedNodes only to explain a pod that fits nowhere: a chosen pod's
+      // reply names the one node and nothing else (5,000 reasons would be 300 kB per decision).
       d.result.nodes = {node_name};
-      for (const auto& name : args.node_names)
-        if (name != node_name && !d.result.unresolvable.contains(name))
-          d.result.failed[name] = "kgpu placed the pod on " + node_name;
+      d.result.unresolvable.clear();
       d.message = fmt::format("{} on {} (GPUs {})", info.ns + "/" + info.name, node_name, gpu_list(d.gpus));
       im.pending_reason.erase(info.uid);
       ++im.st.scheduled;

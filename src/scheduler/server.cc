@@ -63,6 +63,9 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   cfg->qps = o.kube_qps;
   cfg->burst = o.kube_burst;
   cfg->user_agent = "kgpu-scheduler";
+  // Below the extender's recommended httpTimeout (10 s), so a slow API write fails the bind
+  // before kube-scheduler gives up on it.
+  cfg->timeout = std::chrono::milliseconds(8'000);
   auto client = kube::Client::create(*cfg);
   if (!client) {
     log::error("cannot create the API client", {log::kv("error", client.error().message)});

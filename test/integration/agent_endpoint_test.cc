@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -215,11 +217,16 @@ TEST(AgentEndpoint, SigtermDuringStartIsHonoured) {
   AgentProcess agent(std::string(kL4) + "faults: {calls: [{call: nvmlDeviceGetCount_v2, delayMs: 60000}]}\n",
                      {"--device-plugin=false"});
   // The agent loaded NVML (its signal handlers come before that): it is in or near the hung call.
-  const std::string maps = "/proc/" + std::to_string(agent.process().pid()) + "/maps";
-  for (int i = 0; i < 500 && slurp(maps).find("libnvidia-ml") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_NE(slurp(maps).find("libnvidia-ml"), std::string::npos) << agent.log();
+  // Until the child has exec'd the agent, its maps are a copy of this test process's, which holds
+  // the fake NVML too when an earlier test loaded it: wait for the exec first.
+  const std::string proc = "/proc/" + std::to_string(agent.process().pid());
+  const auto exe_is_agent = [&] {
+    std::error_code ec;
+    return std::filesystem::equivalent(std::filesystem::read_symlink(proc + "/exe", ec), KGPU_BINARY, ec);
+  };
+  ASSERT_TRUE(eventually(exe_is_agent, 10s)) << agent.log();
+  ASSERT_TRUE(eventually([&] { return slurp(proc + "/maps").find("libnvidia-ml") != std::string::npos; }, 10s))
+      << agent.log();
   ASSERT_EQ(kill(agent.process().pid(), SIGTERM), 0);
   const auto st = agent.process().wait(5s);
   ASSERT_TRUE(st.has_value()) << agent.log();

@@ -104,8 +104,14 @@ class SchedulerLive : public ::testing::Test {
     return p ? *p : json();
   }
   // filter with NodeNames (nodeCacheCapable: true): the chosen node, or "" with the reply in `reply`.
+  // kube-scheduler's objects come from typed informers: no apiVersion or kind.
+  static json untyped(json obj) {
+    obj.erase("apiVersion");
+    obj.erase("kind");
+    return obj;
+  }
   std::string filter(Scheduler& s, const json& pod_obj, const std::vector<std::string>& nodes, json* reply = nullptr) {
-    auto r = s.post("filter", json{{"Pod", pod_obj}, {"Nodes", nullptr}, {"NodeNames", nodes}});
+    auto r = s.post("filter", json{{"Pod", untyped(pod_obj)}, {"Nodes", nullptr}, {"NodeNames", nodes}});
     EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer") << s.log();
     if (!r) return "";
     json j = json::parse(r->body);
@@ -152,7 +158,7 @@ TEST_F(SchedulerLive, FilterChoosesOneNodeAndNvlinkedGpusAndBindWritesThemWithTh
   json reply;
   const std::string node = filter(s, p, {"n1", "n2"}, &reply);
   ASSERT_FALSE(node.empty()) << reply.dump();
-  EXPECT_EQ(reply["FailedNodes"].size(), 1u) << reply.dump();
+  EXPECT_TRUE(reply["FailedNodes"].empty()) << reply.dump();  // only a pod that fits nowhere is explained
   // prioritize: the chosen node gets kube-scheduler's maximum.
   auto pr = s.post("prioritize", json{{"Pod", p}, {"Nodes", nullptr}, {"NodeNames", {"n1", "n2"}}});
   ASSERT_TRUE(pr && pr->status == 200);
@@ -172,14 +178,14 @@ TEST_F(SchedulerLive, FilterChoosesOneNodeAndNvlinkedGpusAndBindWritesThemWithTh
   // nodeCacheCapable: false: full Node objects in, the chosen one's object out.
   const json p2 = create(res::kPods, gpu_pod("train2", 1));
   json items = json::array();
-  for (const char* n : {"n1", "n2"}) items.push_back(*client_->get(res::kNodes, "", n));
-  auto r = s.post("filter", json{{"Pod", p2}, {"Nodes", {{"items", items}}}, {"NodeNames", nullptr}});
+  for (const char* n : {"n1", "n2"}) items.push_back(untyped(*client_->get(res::kNodes, "", n)));
+  auto r = s.post("filter", json{{"Pod", untyped(p2)}, {"Nodes", {{"items", items}}}, {"NodeNames", nullptr}});
   ASSERT_TRUE(r && r->status == 200);
   const json out = json::parse(r->body);
   ASSERT_EQ(out["Nodes"]["items"].size(), 1u) << r->body;
   EXPECT_TRUE(out["NodeNames"].is_null());
   EXPECT_EQ(out["Nodes"]["items"][0]["metadata"].value("name", "").substr(0, 1), "n");
-  EXPECT_EQ(out["FailedNodes"].size(), 1u);
+  EXPECT_TRUE(out["FailedNodes"].empty());
 }
 
 TEST_F(SchedulerLive, NeverGivesAGpuTwiceAcrossARestartAndTellsWhyNot) {
