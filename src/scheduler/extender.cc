@@ -53,10 +53,11 @@ Result<ExtenderArgs> parse_extender_args(std::string_view body) {
     if (names->size() > kMaxExtenderNodes)
       return fail(ErrorCode::kInvalidArgument, "ExtenderArgs: NodeNames: {} names, more than the {} accepted",
                   names->size(), kMaxExtenderNodes);
+    out.node_names.reserve(names->size());
     for (size_t i = 0; i < names->size(); ++i) {
       if (!(*names)[i].is_string())
         return fail(ErrorCode::kInvalidArgument, "ExtenderArgs: NodeNames[{}]: not a string", i);
-      out.node_names.push_back((*names)[i].get<std::string>());
+      out.node_names.push_back(std::move((*names)[i].get_ref<std::string&>()));  // the DOM is discarded
     }
     return out;
   }

@@ -314,12 +314,9 @@ struct GpuScheduler::Impl {
         one.popularity = 1;
         workload.push_back(one);
       }
-      if (pool.framework && workload.size() == pool.workload.size() &&
-          std::equal(workload.begin(), workload.end(), pool.workload.begin(), [](const auto& a, const auto& b) {
-            return a.num_gpu == b.num_gpu && a.gpu_milli == b.gpu_milli && a.cpu_milli == b.cpu_milli &&
-                   a.memory_mib == b.memory_mib && std::abs(a.popularity - b.popularity) < 1e-3;
-          }))
-        continue;
+      // A new framework starts its score caches cold (every node re-scored once per shape), so the
+      // workload is replaced only when it moved: total variation distance above 2 %.
+      if (pool.framework && workload_distance(pool.workload, workload) <= 0.02) continue;
       pool.workload = std::move(workload);
       sched::SchedulingContext ctx;
       ctx.workload = pool.workload;
@@ -328,6 +325,19 @@ struct GpuScheduler::Impl {
       if (fw) pool.framework.emplace(std::move(*fw));
     }
     workload_at = clock.steady_now();
+  }
+
+  // Total variation distance between two workloads (shapes matched on their requests).
+  static double workload_distance(const std::vector<sched::TaskShape>& a, const std::vector<sched::TaskShape>& b) {
+    const auto key = [](const sched::TaskShape& t) {
+      return std::tuple(t.num_gpu, t.gpu_milli, t.cpu_milli, t.memory_mib, t.gpu_models);
+    };
+    std::map<decltype(key(a.front())), std::pair<double, double>> p;
+    for (const auto& t : a) p[key(t)].first += t.popularity;
+    for (const auto& t : b) p[key(t)].second += t.popularity;
+    double d = 0;
+    for (const auto& [k, v] : p) d += std::abs(v.first - v.second);
+    return d / 2;
   }
 
   // The scheduler's pod for a request of `units` of the pool's resource.

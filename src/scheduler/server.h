@@ -25,8 +25,10 @@ struct ServeOptions {
   size_t threads = 8;
   SchedulerOptions scheduler;
   kube::LoadOptions kube;
-  double kube_qps = 50;
-  int kube_burst = 100;
+  // The extender binds every GPU pod itself (kube-scheduler's own 50 QPS does not cover them):
+  // 500/s leaves room above kube-scheduler's 180 pods/s for events and the Lease.
+  double kube_qps = 500;
+  int kube_burst = 1000;
   bool leader_elect = true;
   std::string lease_namespace = "kube-system";
   std::string lease_name = "kgpu-scheduler";
