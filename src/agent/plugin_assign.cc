@@ -3,6 +3,8 @@
 // the choice").
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "agent/device_choice.h"
 #include "agent/plugin_manager.h"
 #include "agent/plugin_manager_internal.h"
@@ -127,7 +129,15 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
       }
       return refuse(ids.error());
     }
-    auto edits = sharing::allocate(*res, config, host, {*ids}, fmt::format("{:x}", ++unique_));
+    // NVIDIA's one-replica rule for MPS (failRequestsGreaterThanOne) exists because a request's
+    // replicas may land on different GPUs; an assigned container's k replicas are all on the one
+    // GPU the scheduler chose, and its limits below are k/R of it, so the rule does not apply.
+    std::optional<sharing::PlannedResource> lifted;
+    if (e.assigned && res->fail_requests_greater_than_one) {
+      lifted = *res;
+      lifted->fail_requests_greater_than_one = false;
+    }
+    auto edits = sharing::allocate(lifted ? *lifted : *res, config, host, {*ids}, fmt::format("{:x}", ++unique_));
     if (!edits) return refuse(edits.error());
     if (res->sharing == sharing::SharingKind::kMps && !ids->empty()) {
       // Enforced by the MPS server: this container's share of the GPU, not the per-replica default.

@@ -372,17 +372,22 @@ TEST_F(EndToEnd, MpsSharesPackOnTheChosenGpuWithTheirLimits) {
   auto list = first_list(*plugin_, 16);
   report_when([](const auto& r) { return r.gpus.size() == 4 && r.gpus[0].replicas == 4; });
   start_scheduler();
-  // MPS takes one replica per request (NVIDIA's rule): a quarter of the GPU the scheduler picks.
-  const std::string first = schedule("a", "nvidia.com/gpu", 1);
-  auto got = plugin_->allocate({{list[15].id}});  // a replica of the last GPU
+  // Two replicas, both on the GPU the scheduler picked (NVIDIA's one-replica MPS rule is for
+  // requests whose replicas could be split over GPUs): half of it, enforced by MPS.
+  const std::string first = schedule("a", "nvidia.com/gpu", 2);
+  auto got = plugin_->allocate({{list[15].id, list[14].id}});  // replicas of the last GPU
   ASSERT_TRUE(got) << got.error().message << agent_->log();
   const std::string gpu = first.substr(first.find(':') + 1);
   EXPECT_THAT(got->at(0).cdi_devices, ElementsAre(cdi(gpu)));
-  EXPECT_EQ(got->at(0).envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
-  EXPECT_EQ(got->at(0).envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=5758M");  // 23034 MiB * 1/4
-  // Once the agent has allocated "a", an equal pod packs onto the same GPU.
+  EXPECT_EQ(got->at(0).envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_EQ(got->at(0).envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=11517M");  // 23034 MiB * 2/4
+  // Without an assignment NVIDIA's rule stands.
+  auto unassigned = plugin_->allocate({{list[0].id, list[1].id}});
+  ASSERT_FALSE(unassigned);
+  EXPECT_THAT(unassigned.error().message, HasSubstr("maximum request size for shared resources is 1"));
+  // Once the agent has allocated "a", an equal pod packs onto the same GPU (the other half).
   ASSERT_TRUE(eventually([&] { return !allocated("a").empty(); }));
-  const std::string second = schedule("b", "nvidia.com/gpu", 1);
+  const std::string second = schedule("b", "nvidia.com/gpu", 2);
   EXPECT_EQ(second.substr(second.find(':') + 1), gpu);
 }
 
