@@ -196,7 +196,9 @@ struct GpuScheduler::Impl {
 
   // ---- model input -------------------------------------------------------------------------------
 
-  static PodInfo pod_info(const json& pod) {
+  // `spec`, when given, receives the pod as the scheduler's framework sees it (selectors, affinity,
+  // tolerations, requests) for its GPU resource, from the same decoding; nullopt if it cannot be read.
+  static PodInfo pod_info(const json& pod, std::optional<sched::Pod>* spec = nullptr) {
     PodInfo p;
     p.uid = str_at(pod, {"metadata", "uid"});
     p.ns = str_at(pod, {"metadata", "namespace"});
@@ -222,6 +224,8 @@ struct GpuScheduler::Impl {
             break;
           }
         }
+        if (spec != nullptr && !p.resource.empty())
+          *spec = sched::pod_from_k8s(loaded.documents.front(), *kp, p.resource);
       }
     }
     if (!p.resource.empty()) {
@@ -541,16 +545,12 @@ struct GpuScheduler::Impl {
     return nullptr;
   }
 
-  // The pod as the pool schedules it: requests, selectors, affinity, tolerations.
-  static std::optional<sched::Pod> pod_for_pool(const json& pod, const Pool& pool, int64_t units) {
-    auto loaded = load_object(pod, "Pod", "pod");
-    if (loaded.documents.empty()) return std::nullopt;
-    const auto kp = k8s::as_pod(loaded.documents.front());
-    if (!kp) return std::nullopt;
-    sched::Pod p = sched::pod_from_k8s(loaded.documents.front(), *kp, pool.resource);
-    const sched::Pod shape = sched_pod(pool, units, p.cpu_milli, p.memory_mib);
-    p.num_gpu = shape.num_gpu;
-    p.gpu_milli = shape.gpu_milli;
+  // The pod (pod_info's `spec`) as `pool` schedules it: its request in the pool's replicas.
+  static std::optional<sched::Pod> pod_for_pool(std::optional<sched::Pod> p, const Pool& pool, int64_t units) {
+    if (!p) return std::nullopt;
+    const sched::Pod shape = sched_pod(pool, units, p->cpu_milli, p->memory_mib);
+    p->num_gpu = shape.num_gpu;
+    p->gpu_milli = shape.gpu_milli;
     return p;
   }
 
@@ -732,7 +732,8 @@ void GpuScheduler::reset(const std::vector<json>& nodes, const std::vector<json>
 FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
   const auto started = impl_->clock.steady_now();
   FilterDecision d;
-  Impl::PodInfo info = Impl::pod_info(args.pod);
+  std::optional<sched::Pod> spec;
+  Impl::PodInfo info = Impl::pod_info(args.pod, &spec);
   std::optional<std::pair<kube::EventTarget, std::string>> warn;
   {
     std::lock_guard lock(impl_->mu);
@@ -751,7 +752,7 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
     }
     Impl::Pool* pool = im.pool_for(info.resource);
     std::optional<sched::Pod> sp;
-    if (pool != nullptr) sp = Impl::pod_for_pool(args.pod, *pool, info.units);
+    if (pool != nullptr) sp = Impl::pod_for_pool(std::move(spec), *pool, info.units);
     if (pool == nullptr || !pool->framework || !sp) {
       d.result.error = "kgpu scheduler: cannot read pod " + info.ns + "/" + info.name;
       ++im.st.errors;
@@ -950,7 +951,8 @@ std::string GpuScheduler::bind(const BindingArgs& args) {
 
 PreemptDecision GpuScheduler::preempt(const PreemptionArgs& args) {
   PreemptDecision d;
-  Impl::PodInfo info = Impl::pod_info(args.pod);
+  std::optional<sched::Pod> spec;
+  Impl::PodInfo info = Impl::pod_info(args.pod, &spec);
   std::lock_guard lock(impl_->mu);
   auto& im = *impl_;
   im.maybe_refresh();
@@ -961,7 +963,7 @@ PreemptDecision GpuScheduler::preempt(const PreemptionArgs& args) {
   }
   Impl::Pool* pool = im.pool_for(info.resource);
   std::optional<sched::Pod> sp;
-  if (pool != nullptr) sp = Impl::pod_for_pool(args.pod, *pool, info.units);
+  if (pool != nullptr) sp = Impl::pod_for_pool(std::move(spec), *pool, info.units);
   if (!sp) return d;
   const auto filters = sched::default_filters();
   for (const auto& [node, victims] : args.victims) {
