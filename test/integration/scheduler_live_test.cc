@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "k8s/gpu_assignment.h"
 #include "standin.h"
@@ -255,6 +257,44 @@ TEST_F(SchedulerLive, PodsOfOtherSchedulersAreCountedAndTheReportPlacesThem) {
   ASSERT_EQ(filter(s, p, {"n1"}), "n1");
   ASSERT_EQ(bind(s, p, "n1"), "");
   EXPECT_EQ(assigned(pod("mine")), std::vector<std::string>{"GPU-n1-0"});
+}
+
+TEST_F(SchedulerLive, ConcurrentCallersNeverGetOneGpuTwice) {
+  // Two kube-schedulers (say, two profiles' instances) call one extender at once: 8 pods, 4 GPUs.
+  create(res::kNodes, gpu_node("n1", 2));
+  create(res::kNodes, gpu_node("n2", 2));
+  Scheduler s(standin_, {"--leader-elect=false", "--serialize-admission=false"});
+  ASSERT_TRUE(eventually([&] { return s.ready(); }, std::chrono::seconds(10))) << s.log();
+  settle(s, "kgpu_scheduler_gpu_capacity{resource=\"nvidia.com/gpu\"} 4");
+  std::vector<json> pods;
+  for (int i = 0; i < 8; ++i) pods.push_back(create(res::kPods, gpu_pod("p" + std::to_string(i), 1)));
+  std::vector<std::thread> callers;
+  std::atomic<int> bound{0};
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = t; i < 8; i += 4) {
+        auto f = s.post("filter", json{{"Pod", untyped(pods[i])}, {"NodeNames", {"n1", "n2"}}});
+        if (!f || f->status != 200) continue;
+        const json names = json::parse(f->body)["NodeNames"];
+        if (!names.is_array() || names.empty()) continue;
+        auto b = s.post("bind", json{{"PodName", pods[i]["metadata"]["name"]}, {"PodNamespace", "default"},
+                                     {"PodUID", pods[i]["metadata"]["uid"]}, {"Node", names[0]}});
+        if (b && b->status == 200 && json::parse(b->body)["Error"] == "") ++bound;
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(bound.load(), 4);
+  std::set<std::string> gpus;
+  int with_node = 0;
+  for (int i = 0; i < 8; ++i) {
+    const json p = pod("p" + std::to_string(i));
+    if (!p["spec"].contains("nodeName")) continue;
+    ++with_node;
+    for (const auto& g : assigned(p)) EXPECT_TRUE(gpus.insert(g).second) << g << " given twice";
+  }
+  EXPECT_EQ(with_node, 4);
+  EXPECT_EQ(gpus.size(), 4u);
 }
 
 TEST_F(SchedulerLive, ALostRaceIsAnErrorAndFreesTheChoice) {
