@@ -106,6 +106,29 @@ Result<std::vector<std::string>> assigned_devices(const sharing::Plan& plan, con
   return out;
 }
 
+void reserve_assigned(const sharing::PlannedResource& resource, const std::vector<PodInfo>& pods,
+                      const Served& served, InUse& used) {
+  for (const auto& pod : pods) {
+    if (pod.done || pod.gpu_resource != resource.name || !pod.assignment) continue;
+    for (const auto& c : pod.containers) {
+      const int64_t want = c.request(resource.name);
+      if (want <= 0 || served.contains({pod.uid, c.name}) || k8s::find_container(pod.allocated, c.name) != nullptr)
+        continue;
+      const k8s::ContainerGpus* entry = k8s::find_container(*pod.assignment, c.name);
+      if (entry == nullptr) continue;
+      const std::string who =
+          fmt::format("pod {}/{} container {} (assigned, not admitted yet)", pod.ns, pod.name, c.name);
+      for (const auto& uuid : entry->uuids) {
+        int64_t left = entry->uuids.size() == 1 ? want : 1;  // a share's k replicas, or one whole GPU
+        for (const auto* d : devices_of_gpu(resource, uuid)) {
+          if (left == 0) break;
+          if (used.emplace(d->id, who).second) --left;
+        }
+      }
+    }
+  }
+}
+
 Result<std::vector<std::string>> unassigned_devices(const sharing::PlannedResource& resource,
                                                     const std::vector<std::string>& kubelet_ids,
                                                     const std::vector<std::vector<gpu::Link>>& topology,

@@ -27,6 +27,13 @@ namespace kgpu::agent {
 using InUse = std::map<std::string, std::string>;
 InUse in_use(const std::vector<AllocationTable::Holding>& holdings, const PodInfo* reusing = nullptr);
 
+// Adds to `used` the devices of `resource` that the scheduler assigned to containers of `pods`
+// not served yet (bound, not admitted): whole GPUs themselves, and for a share as many of the GPU's
+// replicas, not already in `used`, as the container requests. A pod no assignment speaks for
+// (unassigned_devices) must not take them, or the assigned pod would be refused when it comes.
+void reserve_assigned(const sharing::PlannedResource& resource, const std::vector<PodInfo>& pods,
+                      const Served& served, InUse& used);
+
 // Health of a physical device by UUID (GPU-... or MIG-...).
 using HealthyFn = std::function<bool(const std::string& uuid)>;
 

@@ -120,7 +120,9 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
       e.assigned = true;
       served.emplace(pod.uid, e.container);
     } else {
-      ids = unassigned_devices(*res, kubelet_ids, inventory.topology, config.shared_policy, healthy, in_use(holdings));
+      InUse used = in_use(holdings);
+      reserve_assigned(*res, pods, served, used);
+      ids = unassigned_devices(*res, kubelet_ids, inventory.topology, config.shared_policy, healthy, used);
     }
     if (!ids) {
       if (e.assigned) {

@@ -181,6 +181,29 @@ TEST(DeviceChoice, UnassignedKeepsFreeKubeletIdsAndNeverGivesADeviceTwice) {
   EXPECT_THAT(got.value(), ElementsAre("GPU-C::1"));
 }
 
+TEST(DeviceChoice, UnassignedPodsStayOffGpusAssignedToPodsNotAdmittedYet) {
+  const auto p = plan();
+  const std::vector<PodInfo> pods{
+      pod_info(pod("w", "2026-01-01T00:00:01Z", "c:GPU-A", {{"c", "1"}})),
+      pod_info(pod("s", "2026-01-01T00:00:02Z", "c:GPU-C", {{"c", "1"}}, "nvidia.com/gpu.shared"))};
+  InUse used;
+  reserve_assigned(*p.find("nvidia.com/gpu"), pods, {}, used);
+  EXPECT_EQ(used.at("GPU-A"), "pod ns/w container c (assigned, not admitted yet)");
+  // The kubelet passes GPU-A to a pod no assignment speaks for: it gets GPU-B.
+  auto got = unassigned_devices(*p.find("nvidia.com/gpu"), {"GPU-A"}, {}, sharing::SharedPolicy::kDistributed,
+                                kAllHealthy, used);
+  EXPECT_THAT(got.value(), ElementsAre("GPU-B"));
+  // A share reserves as many replicas as it asks for, not the GPU.
+  InUse shared_used{{"GPU-C::0", "pod ns/x container y"}};
+  reserve_assigned(*p.find("nvidia.com/gpu.shared"), pods, {}, shared_used);
+  EXPECT_EQ(shared_used.size(), 2u);
+  EXPECT_EQ(shared_used.at("GPU-C::1"), "pod ns/s container c (assigned, not admitted yet)");
+  // Served containers reserve nothing.
+  InUse none;
+  reserve_assigned(*p.find("nvidia.com/gpu"), pods, {{"uid-w", "c"}}, none);
+  EXPECT_TRUE(none.empty());
+}
+
 TEST(DeviceChoice, MpsClientLimits) {
   EXPECT_EQ(mps_client_limits(1, 4, 23034),
             (std::map<std::string, std::string>{{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"},
