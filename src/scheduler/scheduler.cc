@@ -119,6 +119,7 @@ struct GpuScheduler::Impl {
   struct NodeInfo {
     sched::NodeState base;
     std::optional<k8s::NodeGpuReport> report;
+    std::set<std::string> reported_uids;  // pods the report lists on some GPU
     std::string report_error;
     std::string structure;  // what the pools are built from, as text (a change: rebuild)
   };
@@ -183,6 +184,7 @@ struct GpuScheduler::Impl {
   std::unordered_map<std::string, std::unordered_set<std::string>> pods_on_node;
   std::unordered_map<std::string, Assumed> assumed;  // by uid
   std::unordered_map<std::string, std::vector<Applied>> applied;  // by charge key
+  std::unordered_map<std::string, std::vector<std::string>> report_keys;  // node -> its "report/" charge keys
   std::vector<Pool> pools;
   bool dirty = true;
   Clock::SteadyTime workload_at{};
@@ -293,10 +295,11 @@ struct GpuScheduler::Impl {
     }
     pools = std::move(fresh);
     applied.clear();
+    report_keys.clear();
     dirty = false;
     for (auto& [uid, p] : pods) charge(uid);
-    for (auto& [uid, a] : assumed)
-      if (!pods.contains(uid) || !pods[uid].holds) charge(uid);
+    for (const auto& [uid, a] : assumed)
+      if (const auto p = pods.find(uid); p == pods.end() || !p->second.holds) charge(uid);
     for (const auto& [name, n] : nodes) charge_unknown_reported(name);
     refresh_workload();
     ++st.rebuilds;
@@ -374,14 +377,15 @@ struct GpuScheduler::Impl {
     bool known = true;  // false: place a placeholder by the default choice
   };
 
-  const k8s::ReportedGpu* reported(const std::string& node, const std::string& uid, std::vector<Hold>* holds) const {
+  // Adds what the node's report says `uid` holds; whether it lists the pod at all.
+  bool reported(const std::string& node, const std::string& uid, std::vector<Hold>* holds) const {
     const auto n = nodes.find(node);
-    if (n == nodes.end() || !n->second.report) return nullptr;
-    const k8s::ReportedGpu* any = nullptr;
+    if (n == nodes.end() || !n->second.reported_uids.contains(uid)) return false;
+    bool any = false;
     for (const auto& g : n->second.report->gpus)
       for (const auto& u : g.used)
         if (u.uid == uid) {
-          any = &g;
+          any = true;
           auto it = std::find_if(holds->begin(), holds->end(), [&](const Hold& h) { return h.uuid == g.uuid; });
           if (it == holds->end()) holds->push_back(Hold{g.uuid, u.replicas});
           else it->replicas += u.replicas;
@@ -495,22 +499,15 @@ struct GpuScheduler::Impl {
   // Report entries for pods the informer does not know (yet, or any more).
   void charge_unknown_reported(const std::string& node) {
     if (dirty) return;
-    const std::string prefix = "report/" + node + "/";
-    for (auto it = applied.begin(); it != applied.end();) {
-      if (it->first.starts_with(prefix)) {
-        for (const auto& ap : it->second) pools[ap.pool].cluster->release(ap.pod, ap.placement);
-        it = applied.erase(it);
-      } else {
-        ++it;
-      }
+    if (const auto keys = report_keys.find(node); keys != report_keys.end()) {
+      for (const auto& key : keys->second) release(key);
+      report_keys.erase(keys);
     }
     const auto n = nodes.find(node);
     if (n == nodes.end() || !n->second.report) return;
-    std::set<std::string> unknown;
-    for (const auto& g : n->second.report->gpus)
-      for (const auto& u : g.used)
-        if (!pods.contains(u.uid) || !pods.at(u.uid).holds) unknown.insert(u.uid);
-    for (const auto& uid : unknown) {
+    const std::string prefix = "report/" + node + "/";
+    for (const auto& uid : n->second.reported_uids) {
+      if (const auto p = pods.find(uid); p != pods.end() && p->second.holds) continue;
       Want w;
       w.node = node;
       reported(node, uid, &w.holds);
@@ -519,7 +516,14 @@ struct GpuScheduler::Impl {
           if (u.uid == uid) w.resource = g.resource;
       w.units = 1;
       apply(prefix + uid, w);
+      report_keys[node].push_back(prefix + uid);
     }
+  }
+
+  // A pod the node's report lists changed between known and unknown: its report charge follows.
+  void recharge_report_of(const std::string& node, const std::string& uid) {
+    const auto n = nodes.find(node);
+    if (n != nodes.end() && n->second.reported_uids.contains(uid)) charge_unknown_reported(node);
   }
 
   void maybe_refresh() {
@@ -562,11 +566,7 @@ struct GpuScheduler::Impl {
     const auto ni = nodes.find(pool.cluster->node(node).name);
     if (ni == nodes.end() || !ni->second.report) return chosen;
     std::map<std::string, const k8s::ReportedGpu*> by_uuid;
-    std::map<int, std::string> uuid_of_index;
-    for (const auto& g : ni->second.report->gpus) {
-      by_uuid[g.uuid] = &g;
-      uuid_of_index[g.index] = g.uuid;
-    }
+    for (const auto& g : ni->second.report->gpus) by_uuid[g.uuid] = &g;
     const auto linked = [&](int a, int b) {
       const auto* ga = by_uuid[names[a]];
       const auto* gb = by_uuid[names[b]];
@@ -652,6 +652,9 @@ void GpuScheduler::upsert_node(const json& node) {
     if (r) info.report = std::move(*r);
     else info.report_error = "node " + name + ": " + r.error().message;
   }
+  if (info.report)
+    for (const auto& g : info.report->gpus)
+      for (const auto& u : g.used) info.reported_uids.insert(u.uid);
   info.structure = Impl::structure_of(info);
   std::lock_guard lock(impl_->mu);
   auto& nodes = impl_->nodes;
@@ -694,7 +697,7 @@ void GpuScheduler::upsert_pod(const json& pod) {
     im.pending_reason.erase(uid);
   }
   im.charge(uid);
-  if (!node.empty()) im.charge_unknown_reported(node);
+  im.recharge_report_of(node, uid);
 }
 
 void GpuScheduler::remove_pod(const json& pod) {
@@ -714,7 +717,7 @@ void GpuScheduler::remove_pod(const json& pod) {
   im.assumed.erase(uid);
   im.pending_reason.erase(uid);
   if (!im.dirty) im.release(uid);
-  if (!node.empty()) im.charge_unknown_reported(node);
+  im.recharge_report_of(node, uid);
 }
 
 void GpuScheduler::reset(const std::vector<json>& nodes, const std::vector<json>& pods) {
@@ -1025,7 +1028,7 @@ SchedulerStats GpuScheduler::stats() const {
 std::map<std::string, std::vector<std::string>> GpuScheduler::charges_on(const std::string& node) const {
   std::lock_guard lock(impl_->mu);
   auto& im = *impl_;
-  if (im.dirty) const_cast<Impl&>(im).rebuild();
+  if (im.dirty) im.rebuild();
   std::map<std::string, std::vector<std::string>> out;
   for (const auto& [key, list] : im.applied) {
     for (const auto& ap : list) {
@@ -1041,7 +1044,7 @@ std::map<std::string, std::vector<std::string>> GpuScheduler::charges_on(const s
 
 std::pair<int64_t, int64_t> GpuScheduler::allocation(const std::string& resource) const {
   std::lock_guard lock(impl_->mu);
-  auto& im = const_cast<Impl&>(*impl_);
+  auto& im = *impl_;
   if (im.dirty) im.rebuild();
   for (const auto& p : im.pools)
     if (p.resource == resource) return {p.cluster->gpu_allocated(), p.cluster->gpu_capacity()};
