@@ -5,59 +5,17 @@
 #include <tuple>
 
 #include "common/timestamp.h"
-#include "k8s/quantity.h"
 
 namespace kgpu::agent {
 
 namespace {
-
-const std::string* annotation(const nlohmann::json& pod, const char* key) {
-  const auto m = pod.find("metadata");
-  if (m == pod.end() || !m->is_object()) return nullptr;
-  const auto a = m->find("annotations");
-  if (a == m->end() || !a->is_object()) return nullptr;
-  const auto v = a->find(key);
-  return v != a->end() && v->is_string() ? v->get_ptr<const std::string*>() : nullptr;
-}
 
 std::string text_at(const nlohmann::json& obj, const char* key) {
   const auto v = obj.find(key);
   return v != obj.end() && v->is_string() ? v->get<std::string>() : std::string();
 }
 
-// Whole units of an extended-resource quantity ("2", 2); nullopt for anything else.
-std::optional<int64_t> units(const nlohmann::json& v) {
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (!v.is_string()) return std::nullopt;
-  auto q = k8s::Quantity::parse(v.get<std::string>());
-  if (!q) return std::nullopt;
-  return q->value();
-}
-
-void read_containers(const nlohmann::json& spec, const char* key, bool init, std::vector<PodContainer>& out) {
-  const auto list = spec.find(key);
-  if (list == spec.end() || !list->is_array()) return;
-  for (const auto& c : *list) {
-    if (!c.is_object()) continue;
-    PodContainer pc;
-    pc.name = text_at(c, "name");
-    pc.init = init;
-    pc.sidecar = init && text_at(c, "restartPolicy") == "Always";
-    const auto res = c.find("resources");
-    if (res != c.end() && res->is_object()) {
-      // Requests first; a resource only in limits is requested at its limit.
-      for (const char* part : {"requests", "limits"}) {
-        const auto m = res->find(part);
-        if (m == res->end() || !m->is_object()) continue;
-        for (const auto& [name, value] : m->items()) {
-          if (std::ranges::any_of(pc.requests, [&](const auto& r) { return r.first == name; })) continue;
-          if (auto n = units(value)) pc.requests.emplace_back(name, *n);
-        }
-      }
-    }
-    out.push_back(std::move(pc));
-  }
-}
+const std::string* annotation(const nlohmann::json& pod, const char* key) { return k8s::object_annotation(pod, key); }
 
 // (seconds, nanoseconds) of a MicroTime; the maximum when it does not parse.
 std::pair<int64_t, int64_t> instant(const std::string& t) {
@@ -77,13 +35,6 @@ std::pair<int64_t, int64_t> instant(const std::string& t) {
 }
 
 }  // namespace
-
-int64_t PodContainer::request(const std::string& resource) const {
-  for (const auto& [name, n] : requests) {
-    if (name == resource) return n;
-  }
-  return 0;
-}
 
 PodInfo pod_info(const nlohmann::json& pod) {
   PodInfo p;
@@ -113,10 +64,7 @@ PodInfo pod_info(const nlohmann::json& pod) {
     const std::string phase = text_at(*s, "phase");
     if (phase == "Succeeded" || phase == "Failed") p.done = true;
   }
-  if (const auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
-    read_containers(*spec, "initContainers", true, p.containers);
-    read_containers(*spec, "containers", false, p.containers);
-  }
+  p.containers = k8s::pod_containers(pod);
   return p;
 }
 

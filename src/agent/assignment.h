@@ -25,15 +25,8 @@
 
 namespace kgpu::agent {
 
-// A container and what it asks of each extended resource (requests, or limits when there is no
-// request: the API server's defaulting for extended resources).
-struct PodContainer {
-  std::string name;
-  bool init = false;
-  bool sidecar = false;  // an init container with restartPolicy Always: it keeps running
-  std::vector<std::pair<std::string, int64_t>> requests;  // resource -> whole units
-  int64_t request(const std::string& resource) const;
-};
+// A container and what it asks of each extended resource (k8s/gpu_assignment.h reads it).
+using PodContainer = k8s::ContainerResources;
 
 struct PodInfo {
   std::string ns, name, uid;

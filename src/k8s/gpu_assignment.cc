@@ -2,9 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <optional>
 #include <set>
 
 #include "common/json_guard.h"
+#include "k8s/quantity.h"
 
 namespace kgpu::k8s {
 
@@ -232,6 +235,74 @@ Result<NodeGpuReport> parse_node_report(std::string_view text) {
     r.gpus.push_back(std::move(out));
   }
   return r;
+}
+
+int64_t ContainerResources::request(const std::string& resource) const {
+  for (const auto& [name, n] : requests)
+    if (name == resource) return n;
+  return 0;
+}
+
+namespace {
+
+std::string text_of(const json& obj, const char* key) {
+  const auto v = obj.find(key);
+  return v != obj.end() && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+// Whole units of an extended-resource quantity ("2", 2); nullopt for anything else.
+std::optional<int64_t> units(const json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (!v.is_string()) return std::nullopt;
+  auto q = Quantity::parse(v.get<std::string>());
+  if (!q) return std::nullopt;
+  return q->value();
+}
+
+void read_containers(const json& spec, const char* key, bool init, std::vector<ContainerResources>& out) {
+  const auto list = spec.find(key);
+  if (list == spec.end() || !list->is_array()) return;
+  for (const auto& c : *list) {
+    if (!c.is_object()) continue;
+    ContainerResources rc;
+    rc.name = text_of(c, "name");
+    rc.init = init;
+    rc.sidecar = init && text_of(c, "restartPolicy") == "Always";
+    const auto res = c.find("resources");
+    if (res != c.end() && res->is_object()) {
+      for (const char* part : {"requests", "limits"}) {
+        const auto m = res->find(part);
+        if (m == res->end() || !m->is_object()) continue;
+        for (const auto& [name, value] : m->items()) {
+          if (std::ranges::any_of(rc.requests, [&](const auto& r) { return r.first == name; })) continue;
+          if (auto n = units(value)) rc.requests.emplace_back(name, *n);
+        }
+      }
+    }
+    out.push_back(std::move(rc));
+  }
+}
+
+}  // namespace
+
+std::vector<ContainerResources> pod_containers(const json& pod) {
+  std::vector<ContainerResources> out;
+  if (!pod.is_object()) return out;
+  if (const auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+    read_containers(*spec, "initContainers", true, out);
+    read_containers(*spec, "containers", false, out);
+  }
+  return out;
+}
+
+const std::string* object_annotation(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  const auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return nullptr;
+  const auto a = m->find("annotations");
+  if (a == m->end() || !a->is_object()) return nullptr;
+  const auto v = a->find(key);
+  return v != a->end() && v->is_string() ? v->get_ptr<const std::string*>() : nullptr;
 }
 
 }  // namespace kgpu::k8s

@@ -17,6 +17,8 @@
 // Thread safety: plain functions.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -84,5 +86,23 @@ struct NodeGpuReport {
 std::string format_node_report(const NodeGpuReport& r);
 // Errors name the field ("gpus[3].used[0].replicas: ...").
 Result<NodeGpuReport> parse_node_report(std::string_view text);
+
+// What the two sides read from a pod object (JSON as the API serves it).
+//
+// A container and the extended resources it asks for: requests, or limits when there is no
+// request (the API server's defaulting for extended resources); whole units ("2" or 2), other
+// values skipped.
+struct ContainerResources {
+  std::string name;
+  bool init = false;     // in initContainers
+  bool sidecar = false;  // an init container with restartPolicy Always: it keeps running
+  std::vector<std::pair<std::string, int64_t>> requests;  // resource -> whole units
+  int64_t request(const std::string& resource) const;     // 0 when absent
+};
+// The pod's containers in the order the kubelet allocates them: init containers, then containers,
+// each list in spec order.
+std::vector<ContainerResources> pod_containers(const nlohmann::json& pod);
+// metadata.annotations[key] of an object when it is a string, else nullptr.
+const std::string* object_annotation(const nlohmann::json& obj, const char* key);
 
 }  // namespace kgpu::k8s

@@ -11,7 +11,6 @@
 #include "common/timestamp.h"
 #include "k8s/document.h"
 #include "k8s/objects.h"
-#include "k8s/quantity.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "sched/k8s_adapter.h"
@@ -40,24 +39,8 @@ std::string str_at(const json& j, std::initializer_list<const char*> path) {
 }
 
 std::string annotation(const json& obj, const char* key) {
-  const json* a = find_path(obj, {"metadata", "annotations"});
-  if (a == nullptr || !a->is_object()) return {};
-  const auto it = a->find(key);
-  return it != a->end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-int64_t request_units(const json& container, const std::string& resource) {
-  for (const char* part : {"requests", "limits"}) {
-    const json* q = find_path(container, {"resources", part});
-    if (q == nullptr || !q->is_object()) continue;
-    const auto it = q->find(resource);
-    if (it == q->end()) continue;
-    std::string text = it->is_string() ? it->get<std::string>() : it->is_number() ? it->dump() : std::string();
-    auto parsed = k8s::Quantity::parse(text);
-    if (!parsed) return 0;
-    return std::max<int64_t>(0, parsed->value());
-  }
-  return 0;
+  const std::string* v = k8s::object_annotation(obj, key);
+  return v != nullptr ? *v : std::string();
 }
 
 // A document view of one object, for the k8s decoders (requests, affinity, tolerations).
@@ -81,17 +64,8 @@ std::string gpu_list(const std::vector<std::string>& v) {
 
 std::vector<ContainerRequest> container_requests(const json& pod, const std::string& resource) {
   std::vector<ContainerRequest> out;
-  for (const char* list : {"initContainers", "containers"}) {
-    const json* cs = find_path(pod, {"spec", list});
-    if (cs == nullptr || !cs->is_array()) continue;
-    for (const auto& c : *cs) {
-      if (!c.is_object()) continue;
-      const int64_t units = request_units(c, resource);
-      if (units <= 0) continue;
-      const bool sidecar = std::string_view(list) == "initContainers" && str_at(c, {"restartPolicy"}) == "Always";
-      out.push_back(ContainerRequest{str_at(c, {"name"}), units, std::string_view(list) == "initContainers" && !sidecar});
-    }
-  }
+  for (const auto& c : k8s::pod_containers(pod))
+    if (const int64_t units = c.request(resource); units > 0) out.push_back({c.name, units, c.init && !c.sidecar});
   return out;
 }
 
