@@ -25,7 +25,8 @@ Result<json> parse_body(std::string_view body, const char* what) {
 // A pod object: an object with metadata.name and metadata.uid strings.
 Result<json> take_pod(json& j, const char* what) {
   const auto it = j.find("Pod");
-  if (it == j.end() || !it->is_object()) return fail(ErrorCode::kInvalidArgument, "{}: Pod: missing or not an object", what);
+  if (it == j.end() || !it->is_object())
+    return fail(ErrorCode::kInvalidArgument, "{}: Pod: missing or not an object", what);
   const auto meta = it->find("metadata");
   if (meta == it->end() || !meta->is_object() || !meta->contains("name") || !(*meta)["name"].is_string())
     return fail(ErrorCode::kInvalidArgument, "{}: Pod.metadata.name: missing", what);
@@ -117,8 +118,8 @@ Result<BindingArgs> parse_binding_args(std::string_view body) {
   auto j = parse_body(body, "ExtenderBindingArgs");
   if (!j) return std::unexpected(j.error());
   BindingArgs b{str_or(*j, "PodName"), str_or(*j, "PodNamespace"), str_or(*j, "PodUID"), str_or(*j, "Node")};
-  for (auto [field, value] : {std::pair{"PodName", &b.pod_name}, std::pair{"PodNamespace", &b.pod_namespace},
-                              std::pair{"Node", &b.node}}) {
+  for (auto [field, value] :
+       {std::pair{"PodName", &b.pod_name}, std::pair{"PodNamespace", &b.pod_namespace}, std::pair{"Node", &b.node}}) {
     if (value->empty()) return fail(ErrorCode::kInvalidArgument, "ExtenderBindingArgs: {}: missing", field);
   }
   return b;

@@ -39,7 +39,8 @@ std::string Metrics::render(const std::vector<PoolGauges>& pools, const std::map
   std::string out;
   std::lock_guard lock(mu_);
   ex::family(out, "kgpu_scheduler_attempts_total", "counter", "Extender calls answered, by verb and result.");
-  for (const auto& [key, h] : attempts_) ex::sample(out, "kgpu_scheduler_attempts_total", {{"verb", key.first}, {"result", key.second}}, h.count);
+  for (const auto& [key, h] : attempts_)
+    ex::sample(out, "kgpu_scheduler_attempts_total", {{"verb", key.first}, {"result", key.second}}, h.count);
   ex::family(out, "kgpu_scheduler_attempt_duration_seconds", "histogram",
              "Time to answer an extender call (filter: the whole decision; bind: including the API write).");
   for (const auto& [key, h] : attempts_) {
@@ -55,7 +56,8 @@ std::string Metrics::render(const std::vector<PoolGauges>& pools, const std::map
     ex::label(out, "result", key.second);
     ex::label(out, "le", "+Inf");
     out += fmt::format("}} {}\n", h.count);
-    ex::sample(out, "kgpu_scheduler_attempt_duration_seconds_count", {{"verb", key.first}, {"result", key.second}}, h.count);
+    ex::sample(out, "kgpu_scheduler_attempt_duration_seconds_count", {{"verb", key.first}, {"result", key.second}},
+               h.count);
     out += "kgpu_scheduler_attempt_duration_seconds_sum{";
     ex::label(out, "verb", key.first);
     ex::label(out, "result", key.second);
@@ -66,20 +68,25 @@ std::string Metrics::render(const std::vector<PoolGauges>& pools, const std::map
   ex::sample(out, "kgpu_scheduler_preemption_nodes_total", {{"result", "kept"}}, preempt_kept_);
   ex::sample(out, "kgpu_scheduler_preemption_nodes_total", {{"result", "dropped"}}, preempt_dropped_);
   ex::family(out, "kgpu_scheduler_gpu_capacity", "gauge", "GPUs kgpu can assign, by resource (healthy, reported).");
-  for (const auto& p : pools) gauge(out, "kgpu_scheduler_gpu_capacity", "resource", p.resource, p.capacity_milli / 1000.0);
+  for (const auto& p : pools)
+    gauge(out, "kgpu_scheduler_gpu_capacity", "resource", p.resource, p.capacity_milli / 1000.0);
   ex::family(out, "kgpu_scheduler_gpu_allocated", "gauge", "GPUs held by pods (shares as fractions), by resource.");
-  for (const auto& p : pools) gauge(out, "kgpu_scheduler_gpu_allocated", "resource", p.resource, p.allocated_milli / 1000.0);
+  for (const auto& p : pools)
+    gauge(out, "kgpu_scheduler_gpu_allocated", "resource", p.resource, p.allocated_milli / 1000.0);
   ex::family(out, "kgpu_scheduler_gpu_allocation_ratio", "gauge", "Allocated over capacity, by resource.");
   for (const auto& p : pools)
     gauge(out, "kgpu_scheduler_gpu_allocation_ratio", "resource", p.resource,
           p.capacity_milli > 0 ? static_cast<double>(p.allocated_milli) / p.capacity_milli : 0);
   ex::family(out, "kgpu_scheduler_gpu_fragmentation_ratio", "gauge",
              "Fragmented over idle GPU capacity for the live target workload (FGD paper's definition), by resource.");
-  for (const auto& p : pools) gauge(out, "kgpu_scheduler_gpu_fragmentation_ratio", "resource", p.resource, p.fragmentation);
+  for (const auto& p : pools)
+    gauge(out, "kgpu_scheduler_gpu_fragmentation_ratio", "resource", p.resource, p.fragmentation);
   ex::family(out, "kgpu_scheduler_pool_nodes", "gauge", "Nodes with GPUs of the resource.");
-  for (const auto& p : pools) gauge(out, "kgpu_scheduler_pool_nodes", "resource", p.resource, static_cast<double>(p.nodes));
+  for (const auto& p : pools)
+    gauge(out, "kgpu_scheduler_pool_nodes", "resource", p.resource, static_cast<double>(p.nodes));
   ex::family(out, "kgpu_scheduler_pending_gpu_pods", "gauge",
-             "Unbound GPU pods by why they are not placed (the last filter's main reason, NotAttempted, SchedulingGated, Binding).");
+             "Unbound GPU pods by why they are not placed (the last filter's main reason, NotAttempted, "
+             "SchedulingGated, Binding).");
   for (const auto& [reason, n] : pending) ex::sample(out, "kgpu_scheduler_pending_gpu_pods", {{"reason", reason}}, n);
   ex::family(out, "kgpu_scheduler_nodes", "gauge", "Nodes known, by whether their agent reported GPUs (kgpu.io/gpus).");
   ex::sample(out, "kgpu_scheduler_nodes", {{"report", "present"}}, nodes_reported);

@@ -25,8 +25,10 @@ struct PoolGauges {
 class Metrics {
  public:
   static constexpr std::array<double, 15> kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                      0.05,   0.1,     0.25,   0.5,   1,      2.5,    5};
-  void observe_filter(const std::string& result, std::chrono::steady_clock::duration d) { observe("filter", result, d); }
+                                                      0.05,   0.1,     0.25,   0.5,   1,      2.5,   5};
+  void observe_filter(const std::string& result, std::chrono::steady_clock::duration d) {
+    observe("filter", result, d);
+  }
   void observe_bind(const std::string& result, std::chrono::steady_clock::duration d) { observe("bind", result, d); }
   void count_preempt_node(bool kept);
   std::string render(const std::vector<PoolGauges>& pools, const std::map<std::string, uint64_t>& pending,

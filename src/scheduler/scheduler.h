@@ -26,12 +26,11 @@
 // bind() and the events are made outside it).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>

@@ -197,9 +197,10 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   });
   http->Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     std::string text = s.metrics_text();
-    text += fmt::format("# HELP kgpu_scheduler_leader Whether this replica leads (1) or stands by (0).\n"
-                        "# TYPE kgpu_scheduler_leader gauge\nkgpu_scheduler_leader {}\n",
-                        leading ? 1 : 0);
+    text += fmt::format(
+        "# HELP kgpu_scheduler_leader Whether this replica leads (1) or stands by (0).\n"
+        "# TYPE kgpu_scheduler_leader gauge\nkgpu_scheduler_leader {}\n",
+        leading ? 1 : 0);
     reply(res, 200, text, "text/plain; version=0.0.4; charset=utf-8");
   });
   // What the scheduler holds charged on a node: pod uid (or report/<node>/<uid>) -> GPU uuids.
@@ -217,15 +218,16 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   });
 
   int status = 0;
-  const int bound = stop ? -1 : (port == 0 ? http->bind_to_any_port(host) : (http->bind_to_port(host, port) ? port : -1));
+  const int bound =
+      stop ? -1 : (port == 0 ? http->bind_to_any_port(host) : (http->bind_to_port(host, port) ? port : -1));
   if (bound <= 0) {
     if (!stop) log::error("cannot listen", {log::kv("address", o.address)});
     status = 1;
     stop = true;
   } else {
-    log::info(fmt::format("listening on {}:{}", host, bound), {log::kv("address", host), log::kv("port", bound),
-                                                               log::kv("policy", o.scheduler.policy),
-                                                               log::kv("identity", identity)});
+    log::info(fmt::format("listening on {}:{}", host, bound),
+              {log::kv("address", host), log::kv("port", bound), log::kv("policy", o.scheduler.policy),
+               log::kv("identity", identity)});
   }
   std::thread server_thread;
   if (status == 0) server_thread = std::thread([&] { http->listen_after_bind(); });

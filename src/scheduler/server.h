@@ -20,7 +20,7 @@
 namespace kgpu::scheduler {
 
 struct ServeOptions {
-  std::string address = ":8888";  // [host]:port; port 0: one the system picks (logged)
+  std::string address = ":8888";            // [host]:port; port 0: one the system picks (logged)
   std::string tls_cert_file, tls_key_file;  // both set: HTTPS (the extender's enableHTTPS)
   size_t threads = 8;
   SchedulerOptions scheduler;
