@@ -65,26 +65,6 @@ Result<std::unique_ptr<ClusterView>> open_cluster_view(const AgentOptions& optio
 
 }  // namespace
 
-Result<std::pair<std::string, int>> parse_address(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return fail(ErrorCode::kInvalidArgument, "--address '{}': expected [host]:port, e.g. :9400", address);
-  }
-  std::string host = address.substr(0, colon);
-  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
-  const std::string port = address.substr(colon + 1);
-  int p = -1;
-  try {
-    size_t used = 0;
-    p = std::stoi(port, &used);
-    if (used != port.size()) p = -1;
-  } catch (const std::exception&) {
-    p = -1;
-  }
-  if (p < 0 || p > 65535) return fail(ErrorCode::kInvalidArgument, "--address '{}': bad port '{}'", address, port);
-  return std::pair{host.empty() ? std::string("0.0.0.0") : host, p};
-}
-
 namespace {
 
 // What the HTTP handlers read. The sampler and plugins appear once NVML is up (at start, or later

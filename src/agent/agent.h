@@ -10,6 +10,7 @@
 #include "agent/plugin_manager.h"
 #include "common/clock.h"
 #include "common/http_server.h"
+#include "common/strings.h"
 #include "metrics/sampler.h"
 
 namespace kgpu::agent {
@@ -36,8 +37,6 @@ struct AgentOptions {
   Clock* clock = &Clock::real();
 };
 
-// Splits "[host]:port" (host empty = all interfaces). Errors name the bad address.
-Result<std::pair<std::string, int>> parse_address(const std::string& address);
 
 // Runs until `stop` becomes true (or SIGINT/SIGTERM when `stop` is null). Returns the exit status.
 // Logs "listening on <host>:<port>" (with fields address= and port=) once serving: the port is the

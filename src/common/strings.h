@@ -6,6 +6,8 @@
 #include <string_view>
 #include <utility>
 
+#include "common/error.h"
+
 namespace kgpu {
 
 // `s` without leading and trailing characters from `chars`.
@@ -13,5 +15,9 @@ std::string trim(std::string_view s, std::string_view chars = " \t\r");
 
 // `s` with each character that has an entry in `table` replaced by that entry's text.
 std::string escape(std::string_view s, std::initializer_list<std::pair<char, std::string_view>> table);
+
+// Splits a listen address "[host]:port" (host empty = all interfaces, "0.0.0.0"; "[::1]" loses
+// its brackets). Errors (kInvalidArgument) name the bad address.
+Result<std::pair<std::string, int>> parse_address(const std::string& address);
 
 }  // namespace kgpu

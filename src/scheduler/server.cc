@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
@@ -40,20 +41,12 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
   }
-  const auto colon = o.address.rfind(':');
-  if (colon == std::string::npos) {
-    log::error("bad --address: want [host]:port", {log::kv("address", o.address)});
+  const auto address = parse_address(o.address);
+  if (!address) {
+    log::error(address.error().message);
     return 2;
   }
-  std::string host = o.address.substr(0, colon);
-  if (host.empty()) host = "0.0.0.0";
-  int port = 0;
-  try {
-    port = std::stoi(o.address.substr(colon + 1));
-  } catch (...) {
-    log::error("bad --address: want [host]:port", {log::kv("address", o.address)});
-    return 2;
-  }
+  const auto& [host, port] = *address;
 
   auto cfg = kube::load_config(o.kube);
   if (!cfg) {
