@@ -141,10 +141,7 @@ TEST(AgentEndpoint, HealthIsLivenessAndReadyListsWhatIsWrong) {
   EXPECT_EQ(status_of(get(port, "/ready")), 200);
   agent.node().rewrite(std::string(kL4) + "faults: {lost: [2]}\n");
   std::optional<std::string> ready;
-  for (int i = 0; i < 300 && status_of(ready) != 503; ++i) {
-    std::this_thread::sleep_for(20ms);
-    ready = get(port, "/ready");
-  }
+  eventually([&] { return status_of(ready = get(port, "/ready")) == 503; }, 6s);
   EXPECT_EQ(status_of(ready), 503);
   EXPECT_THAT(ready.value_or(""), HasSubstr("GPU 2 ("));
   EXPECT_THAT(ready.value_or(""), Not(HasSubstr("GPU 1 (")));
@@ -182,10 +179,7 @@ TEST(AgentEndpoint, NvmlThatComesUpLaterIsServed) {
   EXPECT_EQ(status_of(get(port, "/ready")), 503);
   agent.node().rewrite(kL4);
   std::optional<std::string> ready;
-  for (int i = 0; i < 250 && status_of(ready) != 200; ++i) {
-    std::this_thread::sleep_for(20ms);
-    ready = get(port, "/ready");
-  }
+  eventually([&] { return status_of(ready = get(port, "/ready")) == 200; }, 5s);
   EXPECT_EQ(status_of(ready), 200) << agent.log();
   EXPECT_THAT(agent.log(), HasSubstr("NVML is up: serving GPUs"));
   EXPECT_THAT(get(port, "/metrics").value_or(""), HasSubstr("DCGM_FI_DEV_GPU_TEMP"));
@@ -199,10 +193,7 @@ TEST(AgentEndpoint, SigtermEndsTheAgentEvenWhileNvmlHangs) {
   agent.node().rewrite(std::string(kL4) + "faults: {calls: [{call: nvmlDeviceGetCount_v2, delayMs: 60000}]}\n");
   // The sampler is inside the call once /health says sampling stalled (three 200 ms intervals + 1 s).
   std::optional<std::string> health;
-  for (int i = 0; i < 500 && status_of(health) != 503; ++i) {
-    std::this_thread::sleep_for(10ms);
-    health = get(port, "/health");
-  }
+  eventually([&] { return status_of(health = get(port, "/health")) == 503; }, 5s);
   ASSERT_EQ(status_of(health), 503) << agent.log();
   ASSERT_EQ(kill(agent.process().pid(), SIGTERM), 0);
   const auto st = agent.process().wait(5s);

@@ -183,10 +183,7 @@ TEST_F(PrometheusTest, GuideQueriesReturnPerPodNumbers) {
 TEST_F(PrometheusTest, ScrapeEndpointAndHealth) {
   httplib::Client c("127.0.0.1", agent_port_);
   auto res = c.Get("/health");
-  for (int i = 0; i < 100 && !res; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    res = c.Get("/health");
-  }
+  eventually([&] { return static_cast<bool>(res = c.Get("/health")); }, std::chrono::seconds(5));
   ASSERT_TRUE(res) << log("agent.log");
   EXPECT_EQ(res->status, 200);
   auto m = c.Get("/metrics");
@@ -224,10 +221,7 @@ TEST(AgentCli, CountersFileSelectsMetricsAndBadOnesAreRejected) {
   ASSERT_NE(port, 0);
   httplib::Client c("127.0.0.1", port);
   auto m = c.Get("/metrics");
-  for (int i = 0; i < 100 && !m; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    m = c.Get("/metrics");
-  }
+  eventually([&] { return static_cast<bool>(m = c.Get("/metrics")); }, std::chrono::seconds(5));
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"), std::string::npos) << m->body;
   EXPECT_EQ(m->body.find("DCGM_FI_DEV_POWER_USAGE"), std::string::npos);
