@@ -3,8 +3,6 @@
 // the choice").
 #include <fmt/format.h>
 
-#include <optional>
-
 #include "agent/device_choice.h"
 #include "agent/plugin_manager.h"
 #include "agent/plugin_manager_internal.h"
@@ -131,15 +129,9 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
       }
       return refuse(ids.error());
     }
-    // NVIDIA's one-replica rule for MPS (failRequestsGreaterThanOne) exists because a request's
-    // replicas may land on different GPUs; an assigned container's k replicas are all on the one
-    // GPU the scheduler chose, and its limits below are k/R of it, so the rule does not apply.
-    std::optional<sharing::PlannedResource> lifted;
-    if (e.assigned && res->fail_requests_greater_than_one) {
-      lifted = *res;
-      lifted->fail_requests_greater_than_one = false;
-    }
-    auto edits = sharing::allocate(lifted ? *lifted : *res, config, host, {*ids}, fmt::format("{:x}", ++unique_));
+    // An assigned container's k replicas are all on the GPU the scheduler chose (its MPS limits
+    // below are k/R of it): NVIDIA's one-replica rule does not apply to it.
+    auto edits = sharing::allocate(*res, config, host, {*ids}, fmt::format("{:x}", ++unique_), e.assigned);
     if (!edits) return refuse(edits.error());
     if (res->sharing == sharing::SharingKind::kMps && !ids->empty()) {
       // Enforced by the MPS server: this container's share of the GPU, not the per-replica default.

@@ -101,7 +101,7 @@ std::vector<std::string> present_control_nodes(const Config& config, const HostF
 Result<std::vector<ContainerEdits>> allocate(const PlannedResource& resource, const Config& config,
                                              const HostFacts& host,
                                              const std::vector<std::vector<std::string>>& requests,
-                                             const std::string& unique) {
+                                             const std::string& unique, bool assigned) {
   std::vector<ContainerEdits> out;
   for (size_t ci = 0; ci < requests.size(); ++ci) {
     const auto& ids = requests[ci];
@@ -117,7 +117,7 @@ Result<std::vector<ContainerEdits>> allocate(const PlannedResource& resource, co
       replicas = replicas || d->replica >= 0;
       if (seen.insert(d->uuid).second) physical.push_back(d);
     }
-    if (replicas && resource.fail_requests_greater_than_one && ids.size() > 1) {
+    if (replicas && resource.fail_requests_greater_than_one && ids.size() > 1 && !assigned) {
       return fail(ErrorCode::kInvalidArgument, "invalid allocation request for \"{}\": {}", resource.name,
                   kMaxSharedRequestError);
     }

@@ -73,10 +73,13 @@ inline constexpr const char* kMaxSharedRequestError = "invalid request: maximum 
 // cdi-annotations, cdi-cri); with CDI strategies only, NVIDIA_VISIBLE_DEVICES=void switches off the
 // runtime's legacy hook and no DeviceSpecs are added (the CDI spec carries the device nodes). `unique` seeds the
 // cdi-annotations key so that two plugins' annotations on one container never collide.
+// `assigned` (kgpu's scheduler chose one GPU for each request, so a request's replicas are all on
+// it): the one-replica rule, which exists because replicas could otherwise land on several GPUs,
+// does not apply.
 Result<std::vector<ContainerEdits>> allocate(const PlannedResource& resource, const Config& config,
                                              const HostFacts& host,
                                              const std::vector<std::vector<std::string>>& requests,
-                                             const std::string& unique);
+                                             const std::string& unique, bool assigned = false);
 
 // Why CDI allocations would give containers no GPU with this containerd config, or nullopt:
 // `enable_cdi = false`, or a containerd 1.x config (`version = 2`) without `enable_cdi = true`
