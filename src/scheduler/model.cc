@@ -463,4 +463,32 @@ std::string GpuScheduler::Impl::gpu_detail(const Pool& pool, const sched::NodeSt
   return fmt::format(" ({} of {} GPUs free; the pod asks {})", n.full_free_gpus(), n.gpus(), pod.num_gpu);
 }
 
+std::string GpuScheduler::Impl::explain(const Pool& pool, const sched::Pod& pod, const std::vector<char>& allowed,
+                                        size_t candidates, FilterDecision& d) const {
+  std::map<std::string, int> reasons;
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    if (!allowed[i]) continue;
+    const auto& n = pool.cluster->node(i);
+    sched::FitStatus s = sched::run_filters(filters, pod, n);
+    if (s.fits()) s = sched::FitStatus{sched::FitCode::kNoGpuPlacement, pool.framework->score_plugin().name()};
+    std::string msg = s.message(n);
+    ++reasons[msg];
+    const bool gpu = s.code == sched::FitCode::kGpuShare || s.code == sched::FitCode::kNoGpuPlacement ||
+                     (s.code == sched::FitCode::kInsufficient && std::string_view(s.resource) == kWholeResource);
+    if (gpu) msg += gpu_detail(pool, n, pod);
+    (preemption_may_help(s.code) ? d.result.failed : d.result.unresolvable)[n.name] = msg;
+  }
+  for (const auto& [name, why] : d.result.unresolvable)
+    if (!pool.node_index.contains(name)) ++reasons[why];
+  sched::Outcome summary;
+  summary.nodes = candidates;
+  summary.reasons = reasons;
+  d.message = summary.message();
+  std::string top;
+  int top_n = -1;
+  for (const auto& [r, n] : reasons)
+    if (n > top_n) top = r, top_n = n;
+  return top;
+}
+
 }  // namespace kgpu::scheduler

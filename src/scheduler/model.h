@@ -122,6 +122,7 @@ struct GpuScheduler::Impl {
   std::unordered_map<std::string, std::string> pending_reason;  // uid -> last filter outcome reason
   SchedulerStats st;
   Metrics metrics;
+  const std::vector<std::unique_ptr<sched::FilterPlugin>> filters = sched::default_filters();  // explain, preempt
 
   Impl(SchedulerOptions o, kube::Client* c, kube::EventRecorder* e)
       : opt(std::move(o)), clock(*opt.clock), client(c), events(e), rng(opt.seed) {}
@@ -191,6 +192,13 @@ struct GpuScheduler::Impl {
   static bool preemption_may_help(sched::FitCode c);
 
   std::string gpu_detail(const Pool& pool, const sched::NodeState& n, const sched::Pod& pod) const;
+
+  // Why `pod` fits none of the `allowed` nodes of `pool`, node by node in kube-scheduler's words
+  // plus the GPU detail, into d.result.failed / unresolvable and d.message (out of `candidates`
+  // nodes kube-scheduler passed, those outside the pool already in unresolvable). Returns the
+  // most frequent reason ("" when there is none).
+  std::string explain(const Pool& pool, const sched::Pod& pod, const std::vector<char>& allowed, size_t candidates,
+                      FilterDecision& d) const;
 };
 
 }  // namespace kgpu::scheduler

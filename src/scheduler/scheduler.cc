@@ -204,31 +204,7 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
       im.metrics.observe_filter("scheduled", im.clock.steady_now() - started);
       return d;
     }
-    // Why not, node by node, in kube-scheduler's words plus the GPU detail.
-    const auto report = sched::explain_fit(*sp, *pool->cluster);
-    std::map<std::string, int> reasons;
-    for (size_t i = 0; i < allowed.size(); ++i) {
-      if (!allowed[i]) continue;
-      const auto& n = pool->cluster->node(i);
-      sched::FitStatus s = report.status[i];
-      if (s.fits()) s = sched::FitStatus{sched::FitCode::kNoGpuPlacement, pool->framework->score_plugin().name()};
-      std::string msg = s.message(n);
-      ++reasons[msg];
-      const bool gpu = s.code == sched::FitCode::kGpuShare || s.code == sched::FitCode::kNoGpuPlacement ||
-                       (s.code == sched::FitCode::kInsufficient && std::string_view(s.resource) == kWholeResource);
-      if (gpu) msg += im.gpu_detail(*pool, n, *sp);
-      (Impl::preemption_may_help(s.code) ? d.result.failed : d.result.unresolvable)[n.name] = msg;
-    }
-    for (const auto& [name, why] : d.result.unresolvable)
-      if (!pool->node_index.contains(name)) ++reasons[why];
-    sched::Outcome summary;
-    summary.nodes = args.node_names.size();
-    summary.reasons = reasons;
-    d.message = summary.message();
-    std::string top;
-    int top_n = -1;
-    for (const auto& [r, n] : reasons)
-      if (n > top_n) top = r, top_n = n;
+    const std::string top = im.explain(*pool, *sp, allowed, args.node_names.size(), d);
     if (!info.uid.empty()) im.pending_reason[info.uid] = top.empty() ? "NoCandidateNodes" : top;
     ++im.st.unschedulable;
     im.metrics.observe_filter("unschedulable", im.clock.steady_now() - started);
@@ -363,7 +339,6 @@ PreemptDecision GpuScheduler::preempt(const PreemptionArgs& args) {
   std::optional<sched::Pod> sp;
   if (pool != nullptr) sp = Impl::pod_for_pool(std::move(spec), *pool, info.units);
   if (!sp) return d;
-  const auto filters = sched::default_filters();
   for (const auto& [node, victims] : args.victims) {
     const auto idx = pool->node_index.find(node);
     if (idx == pool->node_index.end()) {
@@ -380,7 +355,7 @@ PreemptDecision GpuScheduler::preempt(const PreemptionArgs& args) {
         scratch.release(x.pod, sched::Placement{0, x.placement.gpus});
       }
     }
-    const bool fits = sched::run_filters(filters, *sp, scratch.node(0)).fits() &&
+    const bool fits = sched::run_filters(im.filters, *sp, scratch.node(0)).fits() &&
                       sched::default_gpus(*sp, scratch.node(0)).has_value();
     im.metrics.count_preempt_node(fits);
     if (fits) d.kept[node] = victims;
