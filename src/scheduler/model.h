@@ -76,6 +76,7 @@ struct GpuScheduler::Impl {
 
   // A choice of ours not yet seen bound by the informer.
   struct Assumed {
+    std::string pod;  // "namespace/name", for messages
     std::string node, resource;
     std::vector<std::string> uuids;
     int64_t units = 0, cpu_milli = 0, memory_mib = 0;

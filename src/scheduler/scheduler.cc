@@ -181,6 +181,7 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
       if (!sp->sharing()) gpus = im.nvlink_choice(*pool, node, std::move(gpus));
       const std::string node_name = pool->cluster->node(node).name;
       Impl::Assumed a;
+      a.pod = info.ns + "/" + info.name;
       a.node = node_name;
       a.resource = info.resource;
       for (int g : gpus) a.uuids.push_back(pool->uuids[node][g]);
@@ -269,7 +270,7 @@ std::string GpuScheduler::bind(const BindingArgs& args) {
       for (const auto& [uid, other] : im.assumed)
         if (uid != key && other.bound && other.node == args.node && other.resource == as.resource &&
             now - other.bound_at <= im.opt.admission_wait && same_request(other.containers))
-          blocker = uid;
+          blocker = other.pod;
       if (!blocker.empty()) {
         std::string error = fmt::format(
             "kgpu scheduler: node {} is still admitting pod {} with an equal {} request; the agent could not tell "
