@@ -40,7 +40,8 @@ constexpr std::array kRules = {
              "Remove the hostPath volume and request nvidia.com/gpu instead."},
     RuleInfo{"GPU008", "manual-visible-devices", Severity::kError,
              "NVIDIA_VISIBLE_DEVICES is set by hand; it is not a substitute for a GPU request and can bypass the "
-             "scheduler.",
+             "scheduler. Node GPU agents (pods that mount the kubelet's device-plugin or pod-resources directory, "
+             "such as device plugins and exporters) are exempt: they must see every GPU.",
              "Remove the variable and request nvidia.com/gpu; the device plugin sets it for the GPUs it allocates."},
     RuleInfo{"GPU009", "gpu-job-without-deadline", Severity::kWarning,
              "A GPU Job (or CronJob job template) has neither activeDeadlineSeconds nor ttlSecondsAfterFinished, so "

@@ -101,6 +101,9 @@ struct PodContext {
   const k8s::PodSpec* spec = nullptr;
   int spec_line = 0;                           // of the pod spec's `spec:` (the Document's line if absent)
   std::set<std::string_view> claim_templates;  // StatefulSet volumeClaimTemplates names
+  // A node GPU agent (device plugin, exporter): it mounts the kubelet's device-plugin or
+  // pod-resources directory, and must see every GPU of its node (GPU008 does not apply).
+  bool node_agent = false;
 };
 
 // -----------------------------------------------------------------------------------------------

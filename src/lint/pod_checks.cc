@@ -67,7 +67,7 @@ void check_security(Emitter& e, const PodContext& pod) {
         e.emit("GPU006", c.privileged.line, fmt::format("container '{}' sets privileged: true", c.name));
       }
       for (const k8s::EnvVar& env : c.env) {
-        if (is_hand_set_visible_devices(env)) {
+        if (is_hand_set_visible_devices(env) && !pod.node_agent) {
           e.emit("GPU008", env.value.line,
                  fmt::format("container '{}' sets NVIDIA_VISIBLE_DEVICES={} by hand", c.name, *env.value));
         }
@@ -264,6 +264,12 @@ void check_pod(Emitter& e, const PodContext& pod, const Options& options) {
 
 PodContext pod_context(const k8s::Document& doc, const k8s::PodSpec& spec) {
   PodContext p{&spec, spec.line > 0 ? spec.line : doc.line, {}};
+  for (const k8s::Volume& v : spec.volumes) {
+    if (!v.host_path) continue;
+    std::string_view path = *v.host_path;
+    while (path.size() > 1 && path.ends_with('/')) path.remove_suffix(1);
+    if (path == "/var/lib/kubelet/device-plugins" || path == "/var/lib/kubelet/pod-resources") p.node_agent = true;
+  }
   if (const k8s::Value* templates = doc.root->at({"spec", "volumeClaimTemplates"})) {
     for (const k8s::Value& t : templates->items()) {
       if (const k8s::Value* name = t.at({"metadata", "name"})) p.claim_templates.insert(name->text());

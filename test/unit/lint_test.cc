@@ -337,6 +337,23 @@ TEST(Security, PrivilegedOnlyMattersForGpuPodsDevicesAndVisibleDevicesAlways) {
               ElementsAre(Hit{"GPU007", 9}));
 }
 
+TEST(Security, NodeGpuAgentsMaySeeEveryGpu) {
+  // Device plugins and exporters (NVIDIA's and kgpu's) set NVIDIA_VISIBLE_DEVICES=all: they mount
+  // the kubelet's device-plugin or pod-resources directory, which a workload never does.
+  const auto agent = [](const std::string& path) {
+    return "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n"
+           "      volumes:\n        - name: k\n          hostPath: {path: " +
+           path +
+           "}\n"
+           "      containers:\n        - name: c\n          image: a:1\n          env:\n"
+           "            - {name: NVIDIA_VISIBLE_DEVICES, value: all}\n";
+  };
+  EXPECT_THAT(hits_of(agent("/var/lib/kubelet/device-plugins")), IsEmpty());
+  EXPECT_THAT(hits_of(agent("/var/lib/kubelet/pod-resources/")), IsEmpty());
+  EXPECT_THAT(hits_of(agent("/var/lib/kubelet/pods")), ElementsAre(Hit{"GPU008", 14}));
+  EXPECT_THAT(hits_of(agent("/var/lib/kubelet/device-plugins-not")), ElementsAre(Hit{"GPU008", 14}));
+}
+
 TEST(Jobs, DeadlineOrTtlOnJobsAndCronJobs) {
   const std::string job =
       "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  EXTRA\n  template:\n    spec:\n"
