@@ -1,4 +1,5 @@
-// The shipped manifests agree with each other.
+// The shipped manifests (rendered from the Helm chart by scripts/render-deploy.sh; the helm_chart
+// test checks they are current) agree with each other and with the agent's defaults.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -15,7 +16,7 @@ TEST(Deploy, PrometheusRuleMatchesTheTestedRulesFile) {
   const auto rules = YAML::LoadFile(KGPU_SOURCE_DIR "/deploy/rules/gpu-alerts.rules.yaml");
   const auto crd = YAML::LoadFile(KGPU_SOURCE_DIR "/deploy/prometheus-rule.yaml");
   EXPECT_EQ(crd["kind"].as<std::string>(), "PrometheusRule");
-  EXPECT_EQ(crd["metadata"]["name"].as<std::string>(), "gpu-alerts");
+  EXPECT_EQ(crd["metadata"]["name"].as<std::string>(), "kgpu-gpu-alerts");
   YAML::Emitter a, b;
   a << rules["groups"];
   b << crd["spec"]["groups"];
@@ -51,27 +52,40 @@ TEST(Deploy, DaemonSetMountsWhatTheAgentDefaultsUse) {
         std::string("/var/lib/kubelet/pod-resources")}) {
     EXPECT_TRUE(mounts.contains(dir)) << dir << " is not mounted";
   }
-  std::string config_file;
+  std::string config_dir;
   for (const auto& e : container["env"]) {
-    if (e["name"].as<std::string>() == "CONFIG_FILE") config_file = e["value"].as<std::string>();
+    if (e["name"].as<std::string>() == "CONFIG_FILE_SRCDIR") config_dir = e["value"].as<std::string>();
   }
-  EXPECT_TRUE(mounts.contains(std::filesystem::path(config_file).parent_path().string())) << config_file;
+  EXPECT_TRUE(mounts.contains(config_dir)) << config_dir;
   const auto sc = container["securityContext"];
   EXPECT_FALSE(sc["privileged"].as<bool>());
   EXPECT_FALSE(sc["allowPrivilegeEscalation"].as<bool>());
   EXPECT_EQ(sc["capabilities"]["drop"][0].as<std::string>(), "ALL");
 }
 
-TEST(Deploy, SharingConfigMapIsAValidConfig) {
-  const auto cm = YAML::LoadFile(KGPU_SOURCE_DIR "/deploy/sharing-config.yaml");
-  EXPECT_EQ(cm["metadata"]["name"].as<std::string>(), "kgpu-sharing-config");
-  auto config = kgpu::sharing::parse_config(cm["data"]["config.yaml"].as<std::string>(), "sharing-config.yaml");
-  ASSERT_TRUE(config) << config.error().message;
-  EXPECT_TRUE(config->warnings.empty());
-  ASSERT_TRUE(kgpu::sharing::finalize(*config, {}));
-  EXPECT_EQ(config->sharing.kind, kgpu::sharing::SharingKind::kTimeSlicing);
-  EXPECT_EQ(config->sharing.resources.at(0).replicas, 4);
-  EXPECT_TRUE(config->sharing.fail_requests_greater_than_one);
+TEST(Deploy, EveryNamedSharingConfigIsValid) {
+  const auto docs = YAML::LoadAllFromFile(KGPU_SOURCE_DIR "/deploy/sharing-config.yaml");
+  YAML::Node cm;
+  for (const auto& d : docs) {
+    if (d && d["kind"] && d["kind"].as<std::string>() == "ConfigMap") cm = d;
+  }
+  ASSERT_TRUE(cm);
+  EXPECT_EQ(cm["metadata"]["name"].as<std::string>(), "kgpu-configs");
+  std::set<std::string> names;
+  for (const auto& entry : cm["data"]) {
+    const auto name = entry.first.as<std::string>();
+    names.insert(name);
+    auto config = kgpu::sharing::parse_config(entry.second.as<std::string>(), name);
+    ASSERT_TRUE(config) << name << ": " << config.error().message;
+    EXPECT_TRUE(config->warnings.empty()) << name;
+    ASSERT_TRUE(kgpu::sharing::finalize(*config, {})) << name;
+    if (name == "time-slicing-4") {
+      EXPECT_EQ(config->sharing.kind, kgpu::sharing::SharingKind::kTimeSlicing);
+      EXPECT_EQ(config->sharing.resources.at(0).replicas, 4);
+      EXPECT_TRUE(config->sharing.fail_requests_greater_than_one);
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"default", "time-slicing-4"}));
 }
 
 }  // namespace
