@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""The Helm chart (deploy/helm/kgpu) with the real tools: `helm lint --strict` and `helm template`
+over the default values and NVIDIA-style values files (deploy/helm/kgpu/ci/), every rendered
+manifest through `kgpu lint` and kubectl v1.35's client- and server-side dry runs against the
+API-server stand-in, the schema and the chart's own checks refusing bad values with the value's
+name, what the values turn into, deploy/ being current with the chart, and the agent binary
+started with the rendered DaemonSet's arguments and environment on a fake-NVML node.
+
+Usage: helm_chart_test.py SOURCE_DIR BUILD_DIR HELM KUBECTL
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+source, build, helm, kubectl = sys.argv[1:5]
+chart = os.path.join(source, "deploy/helm/kgpu")
+kgpu = os.path.join(build, "kgpu")
+apiserver = os.path.join(build, "tools/apiserver/kgpu-apiserver")
+fake_nvml = os.path.join(build, "tools/fake-nvml/libnvidia-ml.so.1")
+work = tempfile.mkdtemp(prefix="kgpu-helm-")
+APIS = ["--api-versions", "monitoring.coreos.com/v1", "--api-versions", "nfd.k8s-sigs.io/v1alpha1"]
+failures = []
+
+
+def check(ok, what, detail=""):
+    """Records one check; `detail` is shown only when it fails."""
+    print(("ok: " if ok else "FAIL: ") + what + ("" if ok or not detail else "\n    " + str(detail)), flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def template(*args, apis=True):
+    r = run([helm, "template", "kgpu", chart, "--namespace", "kgpu-system", *(APIS if apis else []), *args])
+    return r
+
+
+def docs(text):
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def find(objs, kind, suffix=""):
+    return [o for o in objs if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
+
+
+def container_env(ds):
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value") for e in c.get("env", [])}
+
+
+values_files = [None] + sorted(
+    os.path.join(chart, "ci", f) for f in os.listdir(os.path.join(chart, "ci")) if f.endswith(".yaml"))
+rendered = {}
+
+# --- lint and template over every values file ------------------------------------------------------
+for vf in values_files:
+    name = os.path.basename(vf) if vf else "default values"
+    extra = ["-f", vf] if vf else []
+    r = run([helm, "lint", "--strict", chart, *extra])
+    check(r.returncode == 0, f"helm lint --strict ({name})", r.stdout[-300:] + r.stderr[-300:])
+    r = template(*extra)
+    check(r.returncode == 0, f"helm template ({name})", r.stderr[-300:])
+    path = os.path.join(work, (os.path.basename(vf) if vf else "default.yaml"))
+    with open(path, "w") as f:
+        f.write(r.stdout)
+    rendered[name] = (path, docs(r.stdout))
+    r = run([kgpu, "lint", path])
+    check(r.returncode == 0 and "no findings" in r.stdout, f"kgpu lint ({name})", r.stdout.strip()[-400:])
+
+# --- kubectl against the stand-in: discovery maps every kind, the server accepts every object --------
+os.environ["KUBECONFIG"] = os.path.join(work, "kubeconfig")
+server = subprocess.Popen(
+    [apiserver, "--kubeconfig", os.environ["KUBECONFIG"], "--port-file", os.path.join(work, "port"),
+     "--resource", "rbac.authorization.k8s.io/v1/clusterroles/ClusterRole/cluster",
+     "--resource", "rbac.authorization.k8s.io/v1/clusterrolebindings/ClusterRoleBinding/cluster",
+     "--resource", "monitoring.coreos.com/v1/servicemonitors/ServiceMonitor",
+     "--resource", "monitoring.coreos.com/v1/prometheusrules/PrometheusRule",
+     "--resource", "nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/NodeFeatureRule/cluster"],
+    stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "apiserver.log"), "w"))
+agent = None
+try:
+    for _ in range(100):
+        if os.path.exists(os.path.join(work, "port")) and os.path.getsize(os.path.join(work, "port")):
+            break
+        time.sleep(0.05)
+
+    def k(*args):
+        return run([kubectl, "--cache-dir", os.path.join(work, "cache"), *args])
+
+    for ns in ("kgpu-system", "monitoring"):
+        r = k("create", "namespace", ns)
+        check(r.returncode == 0, f"kubectl create namespace {ns}", r.stderr.strip())
+    for name, (path, objs) in rendered.items():
+        for mode in ("client", "server"):
+            r = k("create", f"--dry-run={mode}", "-f", path)
+            created = len(re.findall(r"created \((server )?dry run\)", r.stdout))
+            check(r.returncode == 0 and created == len(objs),
+                  f"kubectl create --dry-run={mode} ({name}): {created}/{len(objs)} objects", r.stderr.strip()[-300:])
+    # The plain manifests in deploy/ for real: namespace first, then the rest.
+    plain = [os.path.join(source, "deploy", f) for f in ("daemonset.yaml", "sharing-config.yaml", "service.yaml",
+                                                           "servicemonitor.yaml", "prometheus-rule.yaml",
+                                                           "grafana-dashboard.yaml", "node-feature-rule.yaml",
+                                                           "scheduler/second-scheduler.yaml")]
+    r = k("apply", *sum((["-f", p] for p in plain), []))
+    check(r.returncode == 0, "kubectl apply deploy/", r.stderr.strip()[-300:])
+    r = k("get", "daemonset", "-n", "kgpu-system", "kgpu-agent", "-o", "json")
+    check(r.returncode == 0 and json.loads(r.stdout)["metadata"]["name"] == "kgpu-agent", "the agent DaemonSet is served")
+
+    # --- bad values are refused, naming the value ----------------------------------------------------
+    for args, needle in [
+        (["--set", "migStrategy=mixd"], "/migStrategy"),
+        (["--set", "devicePlugn.enabled=true"], "devicePlugn"),
+        (["--set", "scheduler.mode=primary"], "/scheduler/mode"),
+        (["--set", "scheduler.policy=Packing"], "/scheduler/policy"),
+        (["--set", "draDriver.enabled=true"], "/draDriver/enabled"),
+        (["--set", "config.name=x", "--set-string", "config.map.a=version: v1"], "config.name and config.map are exclusive"),
+        (["--set-string", "config.map.bad/name=version: v1"], "'bad/name' does not match"),
+        (["--set", "devicePlugin.enabled=false,gfd.enabled=false,dcgmExporter.enabled=false"], "nothing to install"),
+        (["--set", "serviceMonitor.interval=15 seconds"], "/serviceMonitor/interval"),
+    ]:
+        r = template(*args)
+        check(r.returncode != 0 and needle in r.stderr, f"refused {args}, naming {needle!r}", r.stderr.strip()[-300:])
+
+    # --- what the values turn into -----------------------------------------------------------------
+    objs = rendered["default values"][1]
+    ds = find(objs, "DaemonSet")[0]
+    spec = ds["spec"]["template"]["spec"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    keys = {e["key"]: (e["operator"], e["values"]) for e in terms[0]["matchExpressions"]}
+    check(len(terms) == 1 and keys.get("nvidia.com/gpu.present") == ("In", ["true"]), "default: GPU nodes by nvidia.com/gpu.present")
+    for part in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter"):
+        check(keys.get(f"nvidia.com/gpu.deploy.{part}") == ("NotIn", ["false", "paused-for-mig-change"]),
+              f"default: the GPU Operator's opt-out label for {part}")
+    check(keys.get("nvidia.com/gpu.deploy.operands") == ("NotIn", ["false"]), "default: gpu.deploy.operands=false opts out")
+    check(not find(objs, "ServiceMonitor") and not find(objs, "PrometheusRule") and not find(objs, "Deployment"),
+          "default: no ServiceMonitor, PrometheusRule or scheduler")
+    check(len(find(objs, "NodeFeatureRule")) == 1, "default: the NodeFeatureRule where NFD's API is served")
+    r = template(apis=False)
+    check(r.returncode == 0 and not find(docs(r.stdout), "NodeFeatureRule"), "no NodeFeatureRule where NFD's API is not served")
+    nfr = find(objs, "NodeFeatureRule")[0]["spec"]["rules"][0]
+    check(nfr["labels"] == {"nvidia.com/gpu.present": "true"} and
+          nfr["matchFeatures"][0]["matchExpressions"]["vendor"]["value"] == ["10de"], "NodeFeatureRule: vendor 10de -> gpu.present")
+
+    objs = rendered["nvidia-device-plugin-values.yaml"][1]
+    ds = find(objs, "DaemonSet")[0]
+    env = container_env(ds)
+    spec = ds["spec"]["template"]["spec"]
+    check(env.get("MIG_STRATEGY") == "mixed" and env.get("FAIL_ON_INIT_ERROR") == "false" and
+          env.get("DEVICE_LIST_STRATEGY") == "cdi-cri" and env.get("DEVICE_ID_STRATEGY") == "uuid" and
+          env.get("NVIDIA_DRIVER_ROOT") == "/run/nvidia/driver" and env.get("GFD_NO_TIMESTAMP") == "true" and
+          env.get("GFD_SLEEP_INTERVAL") == "30s", "NVIDIA's values become NVIDIA's variables", env)
+    check(env.get("CONFIG_FILE_SRCDIR") == "/available-configs" and env.get("DEFAULT_CONFIG") == "default" and
+          env.get("FALLBACK_STRATEGIES") == "named" and env.get("NODE_LABEL") == "nvidia.com/device-plugin.config",
+          "config.map: the agent chooses among the named configs by node label")
+    cm = find(objs, "ConfigMap", "-configs")[0]
+    check(sorted(cm["data"]) == ["default", "mig-mixed", "ts-8"], "config.map: one key per named config")
+    check(spec.get("runtimeClassName") == "nvidia" and spec["nodeSelector"] == {"node-role.kubernetes.io/gpu": ""} and
+          any(t.get("key") == "dedicated" for t in spec["tolerations"]), "runtimeClassName, nodeSelector, tolerations")
+    vols = {v["name"]: v for v in spec["volumes"]}
+    check(vols["driver-root"]["hostPath"]["path"] == "/run/nvidia/driver", "nvidiaDriverRoot mounts the driver root")
+    check(vols["available-configs"]["configMap"]["name"] == cm["metadata"]["name"], "the configs are mounted")
+
+    objs = rendered["external-config-values.yaml"][1]
+    check(not find(objs, "ConfigMap"), "config.name: no ConfigMap of ours")
+    ds = find(objs, "DaemonSet")[0]
+    vols = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    check(vols["available-configs"]["configMap"]["name"] == "gpu-sharing-configs" and
+          container_env(ds).get("DEFAULT_CONFIG") == "a100-ts", "config.name: the user's ConfigMap is mounted")
+
+    objs = rendered["dcgm-exporter-values.yaml"][1]
+    ds = find(objs, "DaemonSet")[0]
+    args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
+    env = container_env(ds)
+    mounts = {m["mountPath"] for m in ds["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    check("--device-plugin=false" in args and "--labels=false" in args and "--collect-interval=30000" in args,
+          "metrics only: no device plugin, no labels", args)
+    check("/var/lib/kubelet/device-plugins" not in mounts and
+          "/etc/kubernetes/node-feature-discovery/features.d" not in mounts, "metrics only: no device-plugin or NFD mounts")
+    check(env.get("DCGM_EXPORTER_COLLECTORS") == "/etc/kgpu/collectors/collectors.csv" and
+          env.get("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS") == "true" and env.get("KGPU_LOG_FORMAT") == "json",
+          "collectors, pod labels and extraEnv")
+    terms = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    keys = {e["key"] for e in terms[0]["matchExpressions"]}
+    check("nvidia.com/gpu.deploy.dcgm-exporter" in keys and "nvidia.com/gpu.deploy.device-plugin" not in keys,
+          "metrics only: only the dcgm-exporter opt-out applies")
+    sm = find(objs, "ServiceMonitor")[0]
+    ep = sm["spec"]["endpoints"][0]
+    check(ep["interval"] == "30s" and ep["honorLabels"] is True and sm["metadata"]["labels"]["monitoring"] == "prometheus"
+          and ep["relabelings"][-1]["targetLabel"] == "kubernetes_node", "serviceMonitor values")
+
+    objs = rendered["monitoring-scheduler-values.yaml"][1]
+    dep = find(objs, "Deployment")[0]
+    kc = dep["spec"]["template"]["spec"]["containers"]
+    check([c["name"] for c in kc] == ["kgpu"] and dep["spec"]["replicas"] == 3 and "--policy=FGD" in kc[0]["args"] and
+          kc[0]["image"].startswith("registry.example.com/kgpu/kgpu@sha256:"), "scheduler as an extender, image by digest")
+    ext = find(objs, "ConfigMap", "-scheduler-extender")[0]
+    conf = yaml.safe_load(ext["data"]["config.yaml"])
+    check(conf["extenders"][0]["urlPrefix"] == "http://kgpu-scheduler.kgpu-system.svc:8888" and
+          conf["extenders"][0]["nodeCacheCapable"] is True, "the main scheduler's extender configuration")
+    dash = find(objs, "ConfigMap", "-grafana-dashboard")[0]
+    check(dash["metadata"]["namespace"] == "monitoring" and dash["metadata"]["labels"]["grafana_dashboard"] == "1" and
+          json.loads(dash["data"]["kgpu-gpu-dashboard.json"])["title"], "dashboard ConfigMap for the Grafana sidecar")
+    pr = find(objs, "PrometheusRule")[0]
+    with open(os.path.join(chart, "files/gpu-alerts.rules.yaml")) as f:
+        check(pr["spec"] == yaml.safe_load(f) and pr["metadata"]["labels"]["release"] == "kube-prometheus-stack",
+              "PrometheusRule: the promtool-tested rules, release label")
+
+    # --- deploy/ is the chart's rendering --------------------------------------------------------------
+    r = run([os.path.join(source, "scripts/render-deploy.sh"), "--check"], env={**os.environ, "HELM": helm})
+    check(r.returncode == 0, "deploy/ matches the chart", r.stderr.strip()[-500:])
+
+    # --- the agent accepts the rendered DaemonSet's arguments and environment ------------------------
+    # Host paths are the DaemonSet's mount paths, moved under a temporary root; the port is any free one.
+    ds = find(rendered["nvidia-device-plugin-values.yaml"][1], "DaemonSet")[0]
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    root = os.path.join(work, "node")
+    moved = {m["mountPath"]: root + m["mountPath"] for m in c["volumeMounts"]}
+    for path in moved.values():
+        os.makedirs(path, exist_ok=True)
+    cm = find(rendered["nvidia-device-plugin-values.yaml"][1], "ConfigMap", "-configs")[0]
+    for name, text in cm["data"].items():
+        with open(os.path.join(moved["/available-configs"], name), "w") as f:
+            f.write(text)
+
+    def relocate(v):
+        for mount in sorted(moved, key=len, reverse=True):
+            if v == mount or v.startswith(mount + "/"):
+                return moved[mount] + v[len(mount):]
+        return v
+
+    args = []
+    for a in c["args"]:
+        if a.startswith("--address="):
+            a = "--address=127.0.0.1:0"
+        elif "=" in a:
+            flag, v = a.split("=", 1)
+            a = flag + "=" + relocate(v)
+        args.append(a)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "KGPU_FAKE_NVML_CONFIG":
+           os.path.join(source, "examples/nodes/dgx-h100.yaml"), "NODE_NAME": "gpu-node-1", "POD_NAME": "kgpu-agent-x",
+           "POD_NAMESPACE": "kgpu-system"}
+    for e in c["env"]:
+        if "value" in e:
+            env[e["name"]] = relocate(str(e["value"]))
+    # The driver root is the host's: a real path with the fake driver here.
+    env["NVIDIA_DRIVER_ROOT"] = "/"
+    extra = ["--nvml-library", fake_nvml, "--pod-resources-socket", "", "--output-file",
+             os.path.join(root, "etc/kubernetes/node-feature-discovery/features.d/gfd"),
+             "--device-plugin-dir", moved["/var/lib/kubelet/device-plugins"]]
+    log = open(os.path.join(work, "agent.log"), "w+")
+    agent = subprocess.Popen([kgpu, *args, *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
+    port = None
+    deadline = time.time() + 20
+    while time.time() < deadline and port is None and agent.poll() is None:
+        log.seek(0)
+        m = re.search(r"listening on \S+ .*?port=(\d+)", log.read())
+        if m:
+            port = int(m.group(1))
+        time.sleep(0.05)
+    log.seek(0)
+    check(port is not None, "the agent starts with the rendered arguments and environment", log.read()[-800:])
+    metrics = ""
+    if port:
+        deadline = time.time() + 20
+        while time.time() < deadline and "DCGM_FI_DEV_GPU_TEMP{" not in metrics:
+            try:
+                metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            except OSError:
+                pass
+            time.sleep(0.1)
+        check(len(re.findall(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="\d"', metrics, re.M)) == 8, "the agent serves all 8 GPUs")
+        deadline = time.time() + 20
+        features = os.path.join(root, "etc/kubernetes/node-feature-discovery/features.d/gfd")
+        while time.time() < deadline and not os.path.exists(features):
+            time.sleep(0.1)
+        check(os.path.exists(features) and "nvidia.com/gpu.product=" in open(features).read(),
+              "the labels reach the features.d mount")
+    agent.send_signal(signal.SIGTERM)
+    check(agent.wait(timeout=10) == 0, "the agent stops cleanly on SIGTERM")
+    agent = None
+    log.seek(0)
+    text = log.read()
+    bad = [l for l in text.splitlines() if re.search(r"level=(error)|unknown (option|flag)", l)]
+    check(not bad, "no errors in the agent's log", "\n".join(bad[:5]))
+finally:
+    if agent:
+        agent.kill()
+    server.terminate()
+    server.wait(timeout=10)
+    if not failures:
+        shutil.rmtree(work, ignore_errors=True)
+
+if failures:
+    print(f"{len(failures)} failure(s); files kept in {work}", file=sys.stderr)
+    sys.exit(1)
+print("all helm chart checks passed")
