@@ -133,17 +133,47 @@ try:
         r = template(*args)
         check(r.returncode != 0 and needle in r.stderr, f"refused {args}, naming {needle!r}", r.stderr.strip()[-300:])
 
+    # NVIDIA values with no meaning for kgpu install, and are named as ignored.
+    r = run([helm, "install", "--dry-run=client", "kgpu", chart, "-n", "kgpu-system", "--set",
+             "allowDefaultNamespace=true,compatWithCPUManager=true,gfd.securityContext.privileged=true",
+             "--set", "nfd.master.config.extraLabelNs={nvidia.com}"])
+    check(r.returncode == 0 and "Ignored (NVIDIA chart values with no meaning for kgpu; see the chart's README): "
+          "allowDefaultNamespace, compatWithCPUManager, nfd, gfd.securityContext" in r.stdout,
+          "NVIDIA's no-op values are accepted and listed as ignored", r.stdout[-400:] + r.stderr[-400:])
+
     # --- what the values turn into -----------------------------------------------------------------
     objs = rendered["default values"][1]
     ds = find(objs, "DaemonSet")[0]
     spec = ds["spec"]["template"]["spec"]
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    keys = {e["key"]: (e["operator"], e["values"]) for e in terms[0]["matchExpressions"]}
-    check(len(terms) == 1 and keys.get("nvidia.com/gpu.present") == ("In", ["true"]), "default: GPU nodes by nvidia.com/gpu.present")
-    for part in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter"):
-        check(keys.get(f"nvidia.com/gpu.deploy.{part}") == ("NotIn", ["false", "paused-for-mig-change"]),
-              f"default: the GPU Operator's opt-out label for {part}")
-    check(keys.get("nvidia.com/gpu.deploy.operands") == ("NotIn", ["false"]), "default: gpu.deploy.operands=false opts out")
+
+    def selects(terms, labels):
+        """Kubernetes' nodeSelectorTerms: any term whose expressions all hold (NotIn holds for a missing label)."""
+        def holds(e):
+            v = labels.get(e["key"])
+            if e["operator"] == "In":
+                return v in e["values"]
+            if e["operator"] == "NotIn":
+                return v not in e["values"]
+            raise ValueError(e["operator"])
+        return any(all(holds(e) for e in t["matchExpressions"]) for t in terms)
+
+    gpu = {"nvidia.com/gpu.present": "true"}
+    for labels, want in [
+        ({}, False),
+        (gpu, True),
+        ({**gpu, "nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.deploy.dcgm-exporter": "true"}, True),
+        ({**gpu, "nvidia.com/gpu.deploy.operands": "false"}, False),
+        ({**gpu, "nvidia.com/gpu.deploy.dcgm-exporter": "false"}, False),
+        ({**gpu, "nvidia.com/gpu.deploy.gpu-feature-discovery": "paused-for-mig-change"}, False),
+        ({**gpu, "kgpu.io/agent": "false"}, False),
+        # Moving a node from NVIDIA's components to kgpu's: theirs off, kgpu's on.
+        ({**gpu, "kgpu.io/agent": "true", "nvidia.com/gpu.deploy.device-plugin": "false",
+          "nvidia.com/gpu.deploy.gpu-feature-discovery": "false", "nvidia.com/gpu.deploy.dcgm-exporter": "false"}, True),
+        ({"kgpu.io/agent": "true"}, True),
+        ({**gpu, "kgpu.io/agent": "true", "nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"}, False),
+    ]:
+        check(selects(terms, labels) == want, f"default: a node labelled {labels} {'gets' if want else 'gets no'} agent")
     check(not find(objs, "ServiceMonitor") and not find(objs, "PrometheusRule") and not find(objs, "Deployment"),
           "default: no ServiceMonitor, PrometheusRule or scheduler")
     check(len(find(objs, "NodeFeatureRule")) == 1, "default: the NodeFeatureRule where NFD's API is served")
@@ -193,8 +223,8 @@ try:
           "collectors, pod labels and extraEnv")
     terms = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    keys = {e["key"] for e in terms[0]["matchExpressions"]}
-    check("nvidia.com/gpu.deploy.dcgm-exporter" in keys and "nvidia.com/gpu.deploy.device-plugin" not in keys,
+    check(selects(terms, {**gpu, "nvidia.com/gpu.deploy.device-plugin": "false"}) and
+          not selects(terms, {**gpu, "nvidia.com/gpu.deploy.dcgm-exporter": "false"}),
           "metrics only: only the dcgm-exporter opt-out applies")
     sm = find(objs, "ServiceMonitor")[0]
     ep = sm["spec"]["endpoints"][0]

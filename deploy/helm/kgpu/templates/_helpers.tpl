@@ -74,16 +74,30 @@ or config.map (built by this chart); empty when neither is set.
 {{- end -}}
 
 {{/*
-The GPU Operator's opt-out labels: a node where nvidia.com/gpu.deploy.operands or the label of an
-enabled part (device-plugin, gpu-feature-discovery, dcgm-exporter) is "false", or
-"paused-for-mig-change" (set by NVIDIA's MIG manager while it repartitions), gets no agent. One pod serves all three parts, so opting a
-node out of any enabled part removes the agent from that node.
+The agent's node rule, as nodeSelectorTerms (ORed):
+1. GPU nodes (nvidia.com/gpu.present=true) minus the opt-outs: kgpu.io/agent=false, the GPU
+   Operator's nvidia.com/gpu.deploy.operands=false, and for each enabled part (device-plugin,
+   gpu-feature-discovery, dcgm-exporter) its nvidia.com/gpu.deploy.<part> label "false" or
+   "paused-for-mig-change" (NVIDIA's MIG manager, while it repartitions). One pod serves the three
+   parts, so opting a node out of any enabled part removes the agent from it.
+2. Nodes labelled kgpu.io/agent=true, whatever the GPU Operator's "false" labels say (a node moving
+   from NVIDIA's components to kgpu's: docs/migrating.md), still paused by the MIG manager.
 */}}
-{{- define "kgpu.agentNodeExpressions" -}}
-- {key: nvidia.com/gpu.deploy.operands, operator: NotIn, values: ["false"]}
+{{- define "kgpu.agentNodeTerms" -}}
+{{- $parts := list }}
 {{- range $part, $on := dict "device-plugin" .Values.devicePlugin.enabled "gpu-feature-discovery" .Values.gfd.enabled "dcgm-exporter" .Values.dcgmExporter.enabled }}
-{{- if $on }}
-- {key: nvidia.com/gpu.deploy.{{ $part }}, operator: NotIn, values: ["false", "paused-for-mig-change"]}
+{{- if $on }}{{ $parts = append $parts $part }}{{ end }}
 {{- end }}
-{{- end }}
+- matchExpressions:
+    - {key: nvidia.com/gpu.present, operator: In, values: ["true"]}
+    - {key: kgpu.io/agent, operator: NotIn, values: ["false"]}
+    - {key: nvidia.com/gpu.deploy.operands, operator: NotIn, values: ["false"]}
+    {{- range $parts }}
+    - {key: nvidia.com/gpu.deploy.{{ . }}, operator: NotIn, values: ["false", "paused-for-mig-change"]}
+    {{- end }}
+- matchExpressions:
+    - {key: kgpu.io/agent, operator: In, values: ["true"]}
+    {{- range $parts }}
+    - {key: nvidia.com/gpu.deploy.{{ . }}, operator: NotIn, values: ["paused-for-mig-change"]}
+    {{- end }}
 {{- end -}}
