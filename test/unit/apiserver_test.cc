@@ -88,6 +88,11 @@ TEST(Patch, StrategicMergesListsByKey) {
                           PatchType::kStrategic, error));
   EXPECT_EQ(target["spec"]["containers"].size(), 1u);
   EXPECT_FALSE(apply_patch(target, json::parse(R"({"spec":{"containers":[{"image":"x"}]}})"), PatchType::kStrategic, error));
+  // A Service's ports merge by port.
+  json svc = json::parse(R"({"spec":{"ports":[{"name":"a","port":80},{"name":"b","port":90}]}})");
+  ASSERT_TRUE(apply_patch(svc, json::parse(R"({"spec":{"ports":[{"port":90,"name":"metrics"}]}})"), PatchType::kApply, error))
+      << error;
+  EXPECT_EQ(svc["spec"]["ports"], json::parse(R"([{"name":"a","port":80},{"name":"metrics","port":90}])"));
 }
 
 TEST(Patch, MergeAndJsonPatch) {
