@@ -102,6 +102,8 @@ expect_contains "upgrade applies to existing objects (200)" \
 expect_eq "configmap updated" "bonjour" "$(get configmap rel-config -n apps -o jsonpath='{.data.greeting}')"
 expect_eq "deployment updated, generation bumped" "bonjour 2" \
   "$(get deployment rel-app -n apps -o jsonpath='{.spec.template.spec.containers[0].env[0].value} {.metadata.generation}')"
+expect_eq "service ports merged by port" "http:8080 " \
+  "$(get service rel-svc -n apps -o jsonpath='{range .spec.ports[*]}{.name}:{.port} {end}')"
 expect_eq "custom resource updated" "5" "$(get widgets.example.kgpu.dev rel-widget -n apps -o jsonpath='{.spec.size}')"
 expect_contains "removed template's object deleted" 'configmaps "rel-extra" not found' "$(get configmap rel-extra -n apps)"
 expect_eq "release Secrets after upgrade" "sh.helm.release.v1.rel.v1=superseded sh.helm.release.v1.rel.v2=deployed " "$(release_secrets)"
@@ -126,7 +128,7 @@ expect_contains "release Secrets deleted with a protobuf DeleteOptions" \
   "DELETE /api/v1/namespaces/apps/secrets/sh.helm.release.v1.rel.v1 application/vnd.kubernetes.protobuf 200" \
   "$(requests 'r["method"] == "DELETE"')"
 for o in "configmap rel-config" "configmap rel-extra" "deployment rel-app" "serviceaccount rel-agent" \
-  "widgets.example.kgpu.dev rel-widget"; do
+  "service rel-svc" "widgets.example.kgpu.dev rel-widget"; do
   expect_contains "uninstall deleted $o" "not found" "$(get $o -n apps)"
 done
 expect_contains "uninstall deleted the cluster role" "not found" "$(get clusterrole rel-reader)"
