@@ -88,6 +88,11 @@ TEST(Patch, StrategicMergesListsByKey) {
                           PatchType::kStrategic, error));
   EXPECT_EQ(target["spec"]["containers"].size(), 1u);
   EXPECT_FALSE(apply_patch(target, json::parse(R"({"spec":{"containers":[{"image":"x"}]}})"), PatchType::kStrategic, error));
+  // A Service's ports merge by port.
+  json svc = json::parse(R"({"spec":{"ports":[{"name":"a","port":80},{"name":"b","port":90}]}})");
+  ASSERT_TRUE(apply_patch(svc, json::parse(R"({"spec":{"ports":[{"port":90,"name":"metrics"}]}})"), PatchType::kApply, error))
+      << error;
+  EXPECT_EQ(svc["spec"]["ports"], json::parse(R"([{"name":"a","port":80},{"name":"metrics","port":90}])"));
 }
 
 TEST(Patch, MergeAndJsonPatch) {
@@ -249,6 +254,10 @@ TEST_F(StoreTest, QuantitiesBecomeStrings) {
   const json created = store_.create(pods(), "default", p, false).body;
   EXPECT_EQ(created["spec"]["containers"][0]["resources"]["limits"], json::parse(R"({"nvidia.com/gpu":"1","cpu":"500m"})"));
   EXPECT_EQ(created["spec"]["containers"][0]["resources"]["requests"]["memory"], "1Gi");
+  // So are those of a workload's pod template.
+  json d = json::parse(R"({"metadata":{"name":"d"},"spec":{"template":{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":2}}}]}}}})");
+  const json deployment = store_.create(*registry_.find("apps", "v1", "deployments"), "default", d, false).body;
+  EXPECT_EQ(deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "2");
 }
 
 std::string varint(uint64_t v) {
@@ -280,6 +289,98 @@ TEST(Protobuf, ConfigMapAndHostileInput) {
   EXPECT_TRUE(decode_protobuf(std::string("k8s\0", 4) + "\x12\xff\xff\xff\xff\x0f", "ConfigMap", error).is_null());
   EXPECT_TRUE(decode_protobuf(body, "Pod", error).is_null());
   EXPECT_NE(error.find("not Pod"), std::string::npos);
+}
+
+TEST_F(StoreTest, ServerSideApplyCreatesWhatIsMissing) {
+  const json cm = json::parse(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1"}},"data":{"k":"v"}})");
+  const ResourceInfo& cms = *registry_.find("", "v1", "configmaps");
+  // Only apply creates: other patch types of a missing object are 404.
+  EXPECT_EQ(store_.patch(cms, "default", "c", cm, PatchType::kMerge, Part::kMain, false).code, 404);
+  EXPECT_EQ(store_.patch(cms, "default", "c", cm, PatchType::kApply, Part::kMain, true).code, 201);
+  EXPECT_EQ(store_.get(cms, "default", "c").code, 404);  // the dry run stored nothing
+  EXPECT_EQ(store_.patch(cms, "default", "other", cm, PatchType::kApply, Part::kMain, false).code, 400);
+  const Answer created = store_.patch(cms, "default", "c", cm, PatchType::kApply, Part::kMain, false);
+  ASSERT_EQ(created.code, 201) << created.body.dump();
+  EXPECT_EQ(created.body["metadata"]["namespace"], "default");
+  EXPECT_FALSE(created.body["metadata"].value("uid", "").empty());
+  EXPECT_EQ(created.body["metadata"]["generation"], 1);
+  json changed = cm;
+  changed["data"]["k"] = "w";
+  const Answer applied = store_.patch(cms, "default", "c", changed, PatchType::kApply, Part::kMain, false);
+  ASSERT_EQ(applied.code, 200) << applied.body.dump();
+  EXPECT_EQ(applied.body["data"]["k"], "w");
+  EXPECT_EQ(applied.body["metadata"]["uid"], created.body["metadata"]["uid"]);
+  // A missing namespace is still 404 (apply creates the object, not its namespace).
+  EXPECT_EQ(store_.patch(cms, "nowhere", "c", cm, PatchType::kApply, Part::kMain, false).code, 404);
+}
+
+std::string tag(int number, int wire) { return varint(static_cast<uint64_t>(number) << 3 | static_cast<uint64_t>(wire)); }
+std::string envelope(const std::string& kind, const std::string& raw) {
+  return std::string("k8s\0", 4) + field(1, field(1, "v1") + field(2, kind)) + field(2, raw) + field(3, "") + field(4, "");
+}
+
+TEST(Protobuf, DeleteOptions) {
+  const std::string opts = tag(1, 0) + varint(static_cast<uint64_t>(int64_t{-1})) +
+                           field(2, field(1, "uid-1") + field(2, "42")) + tag(3, 0) + varint(1) +
+                           field(4, "Background") + field(5, "All") + tag(6, 0) + varint(1);
+  const std::string body = envelope("DeleteOptions", opts);
+  std::string error;
+  const json j = decode_delete_options(body, error);
+  ASSERT_FALSE(j.is_null()) << error;
+  EXPECT_EQ(j["gracePeriodSeconds"], -1);
+  EXPECT_EQ(j["preconditions"], json::parse(R"({"uid":"uid-1","resourceVersion":"42"})"));
+  EXPECT_EQ(j["orphanDependents"], true);
+  EXPECT_EQ(j["propagationPolicy"], "Background");
+  EXPECT_EQ(j["dryRun"], json::array({"All"}));
+  // What Helm sends when it deletes a release Secret: an empty message.
+  const json empty = decode_delete_options(envelope("DeleteOptions", ""), error);
+  ASSERT_FALSE(empty.is_null()) << error;
+  EXPECT_EQ(empty, json::object());
+  // Truncations are errors or shorter options, never a crash or an over-read.
+  for (size_t n = 0; n < body.size(); ++n) (void)decode_delete_options(body.substr(0, n), error);
+  EXPECT_TRUE(decode_delete_options(body.substr(0, body.size() - 1), error).is_null());
+  // Hostile: another kind, a field numbered 0, a group wire type, a length past the end, a
+  // ten-byte-plus varint, malformed preconditions, a string that is not UTF-8, no magic.
+  EXPECT_TRUE(decode_delete_options(envelope("Secret", opts), error).is_null());
+  EXPECT_NE(error.find("not DeleteOptions"), std::string::npos);
+  EXPECT_TRUE(decode_delete_options(envelope("DeleteOptions", tag(0, 0) + varint(1)), error).is_null());
+  EXPECT_TRUE(decode_delete_options(envelope("DeleteOptions", tag(7, 3)), error).is_null());
+  EXPECT_TRUE(decode_delete_options(envelope("DeleteOptions", tag(4, 2) + varint(1000) + "x"), error).is_null());
+  EXPECT_TRUE(decode_delete_options(envelope("DeleteOptions", tag(1, 0) + std::string(11, '\xff') + "\x01"), error).is_null());
+  EXPECT_TRUE(decode_delete_options(envelope("DeleteOptions", field(2, tag(1, 2) + varint(9))), error).is_null());
+  EXPECT_NE(error.find("Preconditions"), std::string::npos);
+  EXPECT_TRUE(decode_delete_options(envelope("DeleteOptions", field(4, "\xc3\x28")), error).is_null());
+  EXPECT_NE(error.find("UTF-8"), std::string::npos);
+  EXPECT_TRUE(decode_delete_options(opts, error).is_null());
+  EXPECT_NE(error.find("magic"), std::string::npos);
+}
+
+TEST(Protobuf, SecretUpdateCarriesItsPreconditions) {
+  // Helm's release record: metadata with empty server fields, labels, data, type.
+  const std::string meta = field(1, "sh.helm.release.v1.r.v1") + field(2, "") + field(3, "") + field(5, "u-1") +
+                           field(6, "17") + tag(7, 0) + varint(0) + field(8, "") +
+                           field(11, field(1, "owner") + field(2, "helm"));
+  const std::string secret = field(1, meta) + field(2, field(1, "release") + field(2, std::string("\x1f\x8b", 2))) +
+                             field(3, "helm.sh/release.v1");
+  const std::string body = envelope("Secret", secret);
+  std::string error;
+  const json j = decode_protobuf(body, "Secret", error);
+  ASSERT_FALSE(j.is_null()) << error;
+  EXPECT_EQ(j["metadata"]["uid"], "u-1");
+  EXPECT_EQ(j["metadata"]["resourceVersion"], "17");
+  EXPECT_FALSE(j["metadata"].contains("creationTimestamp"));
+  EXPECT_EQ(j["metadata"]["labels"]["owner"], "helm");
+  EXPECT_EQ(j["data"]["release"], "H4s=");
+  EXPECT_EQ(j["type"], "helm.sh/release.v1");
+  // Empty uid/resourceVersion (what Helm sends) are no preconditions.
+  const json plain = decode_protobuf(envelope("Secret", field(1, field(1, "s") + field(5, "") + field(6, ""))), "Secret", error);
+  ASSERT_FALSE(plain.is_null()) << error;
+  EXPECT_FALSE(plain["metadata"].contains("uid"));
+  EXPECT_FALSE(plain["metadata"].contains("resourceVersion"));
+  for (size_t n = 0; n < body.size(); ++n) (void)decode_protobuf(body.substr(0, n), "Secret", error);
+  // The envelope must name the kind the URL names.
+  EXPECT_TRUE(decode_protobuf(envelope("ConfigMap", secret), "Secret", error).is_null());
+  EXPECT_NE(error.find("holds a ConfigMap"), std::string::npos);
 }
 
 TEST(Manifests, TypesBoundsAndLists) {

@@ -1,5 +1,7 @@
 #include "patch.h"
 
+#include <algorithm>
+
 namespace kgpu::apiserver {
 
 using nlohmann::json;
@@ -24,6 +26,17 @@ const char* merge_key(std::string_view field) {
     if (k.field == field) return k.key.empty() ? nullptr : k.key.data();
   }
   return nullptr;
+}
+
+// The merge key of list `field` whose patch elements are `items`. `ports` is the one name two
+// kinds of lists share: a container's merge by containerPort, a Service's by port.
+const char* list_merge_key(std::string_view field, const json& items) {
+  if (field == "ports" && !items.empty() && std::all_of(items.begin(), items.end(), [](const json& i) {
+        return i.is_object() && !i.contains("containerPort") && i.contains("port");
+      })) {
+    return "port";
+  }
+  return merge_key(field);
 }
 
 constexpr int kMaxDepth = 128;
@@ -93,8 +106,8 @@ bool strategic(json& target, const json& patch, int depth, std::string& error) {
       target.erase(k);
     } else if (v.is_object()) {
       if (!strategic(target[k], v, depth + 1, error)) return false;
-    } else if (v.is_array() && merge_key(k) != nullptr) {
-      if (!merge_list(target[k], v, merge_key(k), depth + 1, error)) return false;
+    } else if (v.is_array() && list_merge_key(k, v) != nullptr) {
+      if (!merge_list(target[k], v, list_merge_key(k, v), depth + 1, error)) return false;
     } else {
       target[k] = v;
     }

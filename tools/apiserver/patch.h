@@ -1,8 +1,8 @@
 // The three PATCH content types kube-apiserver takes. JSON merge patch (RFC 7386) and JSON patch
 // (RFC 6902) come from nlohmann::json; strategic merge patch is ours: like a merge patch, except
-// that lists Kubernetes declares with a merge key (containers by name, ports by containerPort,
-// conditions by type, ...) merge element by element, and the directives `$patch: replace|delete`
-// and `$retainKeys` are honoured. Lists without a known merge key are replaced, as for merge patch.
+// that lists Kubernetes declares with a merge key (containers by name, a container's ports by
+// containerPort and a Service's by port, conditions by type, ...) merge element by element, and the
+// directives `$patch: replace|delete` and `$retainKeys` are honoured. Lists without a known merge key are replaced, as for merge patch.
 #pragma once
 
 #include <nlohmann/json.hpp>

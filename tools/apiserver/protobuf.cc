@@ -25,6 +25,7 @@ class Reader {
     if (!tag) return false;
     field = static_cast<uint32_t>(*tag >> 3);
     wire = static_cast<uint32_t>(*tag & 7);
+    if (field == 0) ok_ = false;  // field number 0 is never valid
     return field != 0;
   }
   std::optional<uint64_t> varint() {
@@ -119,6 +120,12 @@ bool object_meta(std::string_view data, json& meta) {
       case 3:
         meta["namespace"] = std::string(*b);
         break;
+      case 5:  // an update's uid and resourceVersion are its preconditions
+        if (!b->empty()) meta["uid"] = std::string(*b);
+        break;
+      case 6:
+        if (!b->empty()) meta["resourceVersion"] = std::string(*b);
+        break;
       case 11:
       case 12: {
         std::string k, v;
@@ -130,35 +137,80 @@ bool object_meta(std::string_view data, json& meta) {
         meta["finalizers"].push_back(std::string(*b));
         break;
       default:
-        break;  // server-set fields (uid, resourceVersion, timestamps) are ignored on create
+        break;  // server-set fields (timestamps, generation, managedFields) are ignored
     }
   }
   return r.ok();
 }
 
-}  // namespace
-
-json decode_protobuf(std::string_view body, const std::string& kind, std::string& error) {
+// The runtime.Unknown envelope after the magic: typeMeta = 1 {apiVersion = 1, kind = 2}, raw = 2.
+bool envelope(std::string_view body, std::string& kind, std::string_view& raw, std::string& error) {
   if (!body.starts_with(std::string_view("k8s\0", 4))) {
     error = "protobuf body without the k8s magic prefix";
-    return nullptr;
+    return false;
   }
-  Reader envelope(body.substr(4));
-  std::string_view raw;
+  Reader r(body.substr(4));
   uint32_t f = 0, w = 0;
-  while (envelope.next(f, w)) {
-    if (f == 2 && w == 2) {
-      const auto b = envelope.bytes();
+  while (r.next(f, w)) {
+    if (w == 2 && (f == 1 || f == 2)) {
+      const auto b = r.bytes();
       if (!b) break;
-      raw = *b;
-    } else if (!envelope.skip(w)) {
+      if (f == 2) {
+        raw = *b;
+        continue;
+      }
+      Reader type_meta(*b);
+      uint32_t tf = 0, tw = 0;
+      while (type_meta.next(tf, tw)) {
+        if (tf == 2 && tw == 2) {
+          const auto k = type_meta.bytes();
+          if (!k) break;
+          kind = std::string(*k);
+        } else if (!type_meta.skip(tw)) {
+          break;
+        }
+      }
+      if (!type_meta.ok()) {
+        error = "malformed protobuf envelope";
+        return false;
+      }
+    } else if (!r.skip(w)) {
       break;
     }
   }
-  if (!envelope.ok()) {
+  if (!r.ok()) {
     error = "malformed protobuf envelope";
+    return false;
+  }
+  return true;
+}
+
+// Strings must be valid UTF-8 to be JSON; dump() throws otherwise.
+bool utf8_ok(const json& j, std::string& error) {
+  try {
+    (void)j.dump();
+  } catch (const json::exception&) {
+    error = "a protobuf string field is not valid UTF-8";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+json decode_protobuf(std::string_view body, const std::string& kind, std::string& error) {
+  std::string envelope_kind;
+  std::string_view raw;
+  if (!envelope(body, envelope_kind, raw, error)) return nullptr;
+  if (kind != "Namespace" && kind != "ConfigMap" && kind != "Secret") {
+    error = "protobuf bodies are understood for Namespace, ConfigMap and Secret only, not " + kind;
     return nullptr;
   }
+  if (!envelope_kind.empty() && envelope_kind != kind) {
+    error = "the protobuf body holds a " + envelope_kind + ", not a " + kind;
+    return nullptr;
+  }
+  uint32_t f = 0, w = 0;
   json out = json::object();
   Reader r(raw);
   while (r.next(f, w)) {
@@ -211,17 +263,66 @@ json decode_protobuf(std::string_view body, const std::string& kind, std::string
     error = "malformed protobuf " + kind;
     return nullptr;
   }
-  if (kind != "Namespace" && kind != "ConfigMap" && kind != "Secret") {
-    error = "protobuf bodies are understood for Namespace, ConfigMap and Secret only, not " + kind;
+  if (!utf8_ok(out, error)) return nullptr;
+  return out;
+}
+
+json decode_delete_options(std::string_view body, std::string& error) {
+  std::string kind;
+  std::string_view raw;
+  if (!envelope(body, kind, raw, error)) return nullptr;
+  if (!kind.empty() && kind != "DeleteOptions") {
+    error = "the protobuf body holds a " + kind + ", not DeleteOptions";
     return nullptr;
   }
-  // Strings must be valid UTF-8 to be JSON; dump() throws otherwise.
-  try {
-    (void)out.dump();
-  } catch (const json::exception&) {
-    error = "a protobuf string field is not valid UTF-8";
+  json out = json::object();
+  Reader r(raw);
+  uint32_t f = 0, w = 0;
+  bool ok = true;
+  while (ok && r.next(f, w)) {
+    if ((f == 1 || f == 3) && w == 0) {
+      const auto v = r.varint();
+      if (!v) break;
+      if (f == 1) {
+        out["gracePeriodSeconds"] = static_cast<int64_t>(*v);  // int64: negatives are ten-byte varints
+      } else {
+        out["orphanDependents"] = *v != 0;
+      }
+    } else if ((f == 2 || f == 4 || f == 5) && w == 2) {
+      const auto b = r.bytes();
+      if (!b) break;
+      if (f == 4) {
+        out["propagationPolicy"] = std::string(*b);
+      } else if (f == 5) {
+        out["dryRun"].push_back(std::string(*b));
+      } else {  // Preconditions {uid = 1, resourceVersion = 2}
+        json pre = json::object();
+        Reader p(*b);
+        uint32_t pf = 0, pw = 0;
+        while (p.next(pf, pw)) {
+          if ((pf == 1 || pf == 2) && pw == 2) {
+            const auto s = p.bytes();
+            if (!s) break;
+            pre[pf == 1 ? "uid" : "resourceVersion"] = std::string(*s);
+          } else if (!p.skip(pw)) {
+            break;
+          }
+        }
+        if (!p.ok()) {
+          error = "malformed protobuf Preconditions";
+          return nullptr;
+        }
+        out["preconditions"] = std::move(pre);
+      }
+    } else {
+      ok = r.skip(w);
+    }
+  }
+  if (!r.ok()) {
+    error = "malformed protobuf DeleteOptions";
     return nullptr;
   }
+  if (!utf8_ok(out, error)) return nullptr;
   return out;
 }
 

@@ -430,33 +430,49 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, const s
   }
   if (method == "GET") return send(res, store_.get(*r.res, r.ns, r.name));
 
-  // Writes: a JSON body (protobuf is not spoken).
+  // Writes: JSON bodies; protobuf for what protobuf.h decodes (objects created or updated,
+  // DeleteOptions); YAML for server-side apply.
   const std::string content_type = req.get_header_value("Content-Type");
+  PatchType patch_kind = PatchType::kMerge;
+  const bool is_patch_type = method == "PATCH" && patch_type(content_type, patch_kind);
   json body;
-  if (!req.body.empty()) {
-    PatchType ignored;
-    if (content_type.starts_with(kProtobufContentType) && method == "POST" && r.name.empty()) {
-      std::string error;
+  if (!req.body.empty() && content_type.starts_with(kProtobufContentType)) {
+    std::string error;
+    if (method == "DELETE") {
+      body = decode_delete_options(req.body, error);
+    } else if ((method == "POST" && r.name.empty()) || (method == "PUT" && !r.name.empty() && r.sub.empty())) {
       body = decode_protobuf(req.body, r.res->kind, error);
-      if (body.is_null()) {
-        return send_status(res, 415, "UnsupportedMediaType",
-                           fmt::format("the body of the request was in an unknown format - accepted media types "
-                                       "include: application/json, application/yaml ({})",
-                                       error));
-      }
+    } else {
+      error = fmt::format("protobuf is not understood for {} of {}", method, r.res->qualified());
     }
-    const bool json_like = content_type.empty() || content_type.starts_with("application/json") ||
-                           (method == "PATCH" && patch_type(content_type, ignored));
-    if (!json_like && body.is_null()) {
+    if (body.is_null()) {
+      return send_status(res, 415, "UnsupportedMediaType",
+                         fmt::format("the body of the request was in an unknown format - accepted media types "
+                                     "include: application/json, application/yaml ({})",
+                                     error));
+    }
+  } else if (!req.body.empty()) {
+    const bool json_like = content_type.empty() || content_type.starts_with("application/json") || is_patch_type;
+    if (!json_like) {
       return send_status(res, 415, "UnsupportedMediaType",
                          fmt::format("the body of the request was in an unknown format - accepted media types "
                                      "include: application/json, application/yaml (got {})",
                                      content_type));
     }
-    if (body.is_null() && !json_depth_ok(req.body, kMaxJsonDepth)) {
+    if (!json_depth_ok(req.body, kMaxJsonDepth)) {
       return send_status(res, 400, "BadRequest", fmt::format("the request body is nested deeper than {}", kMaxJsonDepth));
     }
-    if (body.is_null()) body = json::parse(req.body, nullptr, false);
+    body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() && is_patch_type && patch_kind == PatchType::kApply &&
+        content_type.starts_with("application/apply-patch+yaml")) {
+      // An applied configuration in YAML: one document, read with the bounds of every manifest.
+      auto docs = parse_manifests(req.body, "the applied configuration");
+      if (!docs) return send_status(res, 400, "BadRequest", "error decoding YAML: " + docs.error().message);
+      if (docs->size() != 1) {
+        return send_status(res, 400, "BadRequest", "error decoding YAML: an applied configuration is one object");
+      }
+      body = std::move(docs->front());
+    }
     if (body.is_discarded()) return send_status(res, 400, "BadRequest", "the request body is not valid JSON");
   }
   if ((method == "POST" || method == "PUT") && r.sub != "binding") {
@@ -474,18 +490,35 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, const s
   const Part part = r.sub == "status" ? Part::kStatus : Part::kMain;
   if (method == "PUT" && !r.name.empty()) return send(res, store_.update(*r.res, r.ns, r.name, std::move(body), part, dry_run));
   if (method == "PATCH" && !r.name.empty()) {
-    PatchType type;
-    if (!patch_type(content_type, type)) {
+    if (!is_patch_type) {
       return send_status(res, 415, "UnsupportedMediaType",
                          fmt::format("the body of the request was in an unknown format - accepted media types include: "
                                      "application/json-patch+json, application/merge-patch+json, "
                                      "application/apply-patch+yaml (got {})",
                                      content_type));
     }
-    return send(res, store_.patch(*r.res, r.ns, r.name, body, type, part, dry_run));
+    // kube-apiserver's PatchOptions validation.
+    if (patch_kind == PatchType::kApply && param(req, "fieldManager").empty()) {
+      return send_status(res, 422, "Invalid",
+                         "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for "
+                         "apply patch");
+    }
+    if (patch_kind != PatchType::kApply && req.has_param("force")) {
+      return send_status(res, 422, "Invalid",
+                         "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for "
+                         "non-apply patch");
+    }
+    // Apply's `force` takes fields other managers own; without field ownership there is no
+    // conflict to force, so it is accepted and changes nothing.
+    return send(res, store_.patch(*r.res, r.ns, r.name, body, patch_kind, part, dry_run));
   }
   if (method == "DELETE" && !r.name.empty() && r.sub.empty()) {
-    return send(res, store_.remove(*r.res, r.ns, r.name, body, dry_run));
+    // DeleteOptions may ask for a dry run in the body as well as in the query.
+    bool delete_dry_run = dry_run;
+    if (body.is_object() && body.contains("dryRun") && body["dryRun"].is_array()) {
+      for (const auto& d : body["dryRun"]) delete_dry_run = delete_dry_run || d == "All";
+    }
+    return send(res, store_.remove(*r.res, r.ns, r.name, body, delete_dry_run));
   }
   send_status(res, 405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
 }

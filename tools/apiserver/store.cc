@@ -139,6 +139,11 @@ bool Store::namespace_usable(const std::string& ns, Answer& error) const {
 }
 
 Answer Store::create(const ResourceInfo& res, const std::string& ns, json body, bool dry_run, bool restore) {
+  std::lock_guard lock(mu_);
+  return create_locked(res, ns, std::move(body), dry_run, restore);
+}
+
+Answer Store::create_locked(const ResourceInfo& res, const std::string& ns, json body, bool dry_run, bool restore) {
   if (!body.is_object()) return status_answer(400, "BadRequest", "the body of the request is not a JSON object");
   if (!body.contains("apiVersion")) body["apiVersion"] = res.api_version();
   if (!body.contains("kind")) body["kind"] = res.kind;
@@ -180,7 +185,6 @@ Answer Store::create(const ResourceInfo& res, const std::string& ns, json body, 
   } else {
     m.erase("namespace");
   }
-  std::lock_guard lock(mu_);
   if (res.namespaced) {
     Answer error;
     if (!namespace_usable(ns, error)) return error;
@@ -367,6 +371,23 @@ Answer Store::patch(const ResourceInfo& res, const std::string& ns, const std::s
   Objects& objs = objects(res);
   const std::string key = key_of(res.namespaced ? ns : "", name);
   const auto it = objs.find(key);
+  if (it == objs.end() && type == PatchType::kApply && part == Part::kMain) {
+    // Server-side apply creates what is missing: the applied configuration is the new object.
+    json created = json::object();
+    std::string error;
+    if (!apply_patch(created, patch, type, error)) return status_answer(422, "Invalid", error, &res, name);
+    if (!created.is_object()) return status_answer(400, "BadRequest", "the applied configuration is not an object");
+    if (!created["metadata"].is_object()) created["metadata"] = json::object();
+    json& m = created["metadata"];
+    if (!m.contains("name")) m["name"] = name;
+    if (m["name"] != name) {
+      return status_answer(400, "BadRequest",
+                           fmt::format("the name of the object ({}) does not match the name on the URL ({})",
+                                       m["name"].is_string() ? m["name"].get<std::string>() : m["name"].dump(), name));
+    }
+    m.erase("generateName");
+    return create_locked(res, ns, std::move(created), dry_run, false);
+  }
   if (it == objs.end()) return not_found(res, name);
   json target = *it->second;
   std::string error;

@@ -68,6 +68,8 @@ class Store {
   Answer list(const ResourceInfo& res, const ListOptions& options) const;
   Answer update(const ResourceInfo& res, const std::string& ns, const std::string& name, nlohmann::json body,
                 Part part, bool dry_run);
+  // A server-side apply (kApply) of an object that does not exist creates it (201), as
+  // kube-apiserver does; every other patch of a missing object is 404.
   Answer patch(const ResourceInfo& res, const std::string& ns, const std::string& name, const nlohmann::json& patch,
                PatchType type, Part part, bool dry_run);
   // `options` is a DeleteOptions body (preconditions, gracePeriodSeconds) or null.
@@ -106,6 +108,9 @@ class Store {
   Answer write_update(const ResourceInfo& res, const std::string& key, std::shared_ptr<const nlohmann::json> old,
                       nlohmann::json updated, Part part, bool dry_run);
   Answer finish_delete(const ResourceInfo& res, const std::string& key, std::shared_ptr<const nlohmann::json> old);
+  // create() with mu_ held.
+  Answer create_locked(const ResourceInfo& res, const std::string& ns, nlohmann::json body, bool dry_run,
+                       bool restore);
   bool namespace_usable(const std::string& ns, Answer& error) const;
 
   mutable std::mutex mu_;

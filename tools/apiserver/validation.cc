@@ -109,26 +109,39 @@ std::vector<std::string> unknown_fields(const ResourceInfo& res, const json& obj
   return out;
 }
 
-void normalize_quantities(const ResourceInfo& res, json& object) {
-  if (!res.group.empty()) return;
-  if (res.kind == "Pod") {
-    json* spec = child(object, "spec");
-    if (spec == nullptr) return;
-    normalize_map(child(*spec, "overhead"));
-    if (json* r = child(*spec, "resources")) {
-      normalize_map(child(*r, "limits"));
-      normalize_map(child(*r, "requests"));
-    }
-    for (const char* list : {"containers", "initContainers"}) {
-      json* cs = child(*spec, list);
-      if (cs == nullptr || !cs->is_array()) continue;
-      for (auto& c : *cs) {
-        if (json* r = child(c, "resources")) {
-          normalize_map(child(*r, "limits"));
-          normalize_map(child(*r, "requests"));
-        }
+namespace {
+
+void normalize_pod_spec(json* spec) {
+  if (spec == nullptr) return;
+  normalize_map(child(*spec, "overhead"));
+  if (json* r = child(*spec, "resources")) {
+    normalize_map(child(*r, "limits"));
+    normalize_map(child(*r, "requests"));
+  }
+  for (const char* list : {"containers", "initContainers"}) {
+    json* cs = child(*spec, list);
+    if (cs == nullptr || !cs->is_array()) continue;
+    for (auto& c : *cs) {
+      if (json* r = child(c, "resources")) {
+        normalize_map(child(*r, "limits"));
+        normalize_map(child(*r, "requests"));
       }
     }
+  }
+}
+
+}  // namespace
+
+void normalize_quantities(const ResourceInfo& res, json& object) {
+  if (res.group == "apps" || (res.group == "batch" && res.kind == "Job")) {  // the pod template's spec
+    json* spec = child(object, "spec");
+    json* tmpl = spec != nullptr ? child(*spec, "template") : nullptr;
+    normalize_pod_spec(tmpl != nullptr ? child(*tmpl, "spec") : nullptr);
+    return;
+  }
+  if (!res.group.empty()) return;
+  if (res.kind == "Pod") {
+    normalize_pod_spec(child(object, "spec"));
   } else if (res.kind == "Node") {
     if (json* st = child(object, "status")) {
       normalize_map(child(*st, "capacity"));

@@ -17,7 +17,8 @@ namespace kgpu::apiserver {
 // Dotted paths of the fields kube-apiserver would not know ("spec.containers[0].imag").
 std::vector<std::string> unknown_fields(const ResourceInfo& res, const nlohmann::json& object);
 
-// Quantities sent as numbers (`nvidia.com/gpu: 1` in YAML) become the strings the API serves.
+// Quantities sent as numbers (`nvidia.com/gpu: 1` in YAML) become the strings the API serves: in
+// pods, the pod templates of apps/v1 workloads and Jobs, nodes, quotas and limit ranges.
 void normalize_quantities(const ResourceInfo& res, nlohmann::json& object);
 
 }  // namespace kgpu::apiserver
