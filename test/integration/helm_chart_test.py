@@ -118,6 +118,37 @@ try:
     r = k("get", "daemonset", "-n", "kgpu-system", "kgpu-agent", "-o", "json")
     check(r.returncode == 0 and json.loads(r.stdout)["metadata"]["name"] == "kgpu-agent", "the agent DaemonSet is served")
 
+    # --- a release's life with the real Helm: install, upgrade, uninstall -------------------------------
+    def h(*args):
+        return run([helm, *args, "--namespace", "kgpu-helm"])
+
+    def get(kind, name, ns="kgpu-helm"):
+        r = k("get", kind, name, "-o", "json", *(["-n", ns] if ns else []))
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    nvidia_values = os.path.join(chart, "ci/nvidia-device-plugin-values.yaml")
+    r = h("install", "gpu", chart, "--create-namespace", "-f", nvidia_values, "--set",
+          "serviceMonitor.enabled=true,prometheusRule.enabled=true")
+    check(r.returncode == 0, "helm install", r.stdout[-300:] + r.stderr[-300:])
+    ds = get("daemonset", "gpu-kgpu-agent")
+    check(ds is not None and container_env(ds).get("MIG_STRATEGY") == "mixed", "helm install: the agent DaemonSet")
+    check(get("nodefeaturerule", "gpu-kgpu-gpu-present", None) is not None and
+          get("servicemonitor", "gpu-kgpu-agent") is not None and get("clusterrole", "gpu-kgpu-agent", None) is not None,
+          "helm install: the NodeFeatureRule (NFD's API is served), ServiceMonitor and ClusterRole")
+    r = h("upgrade", "gpu", chart, "-f", nvidia_values, "--set", "migStrategy=single")
+    check(r.returncode == 0, "helm upgrade", r.stdout[-300:] + r.stderr[-300:])
+    ds2 = get("daemonset", "gpu-kgpu-agent")
+    check(ds2 is not None and container_env(ds2).get("MIG_STRATEGY") == "single" and
+          ds2["metadata"]["uid"] == ds["metadata"]["uid"], "helm upgrade: the same DaemonSet, changed")
+    check(get("servicemonitor", "gpu-kgpu-agent") is None and get("prometheusrule", "gpu-kgpu-gpu-alerts") is None,
+          "helm upgrade: switched-off objects are deleted")
+    r = h("uninstall", "gpu")
+    check(r.returncode == 0, "helm uninstall", r.stdout[-300:] + r.stderr[-300:])
+    r = k("get", "daemonsets,configmaps,secrets,serviceaccounts", "-n", "kgpu-helm", "-o", "name")
+    left = [o for o in r.stdout.split() if "gpu" in o or "helm" in o]
+    check(r.returncode == 0 and not left and get("clusterrole", "gpu-kgpu-agent", None) is None and
+          get("nodefeaturerule", "gpu-kgpu-gpu-present", None) is None, "helm uninstall: nothing left", left)
+
     # --- bad values are refused, naming the value ----------------------------------------------------
     for args, needle in [
         (["--set", "migStrategy=mixd"], "/migStrategy"),
