@@ -197,7 +197,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     so.counters = std::move(set->counters);
   }
   DevicePluginOptions po = options.plugins;
-  if (po.node_name.empty()) po.node_name = so.hostname;
+  if (po.node_name.empty()) po.node_name = options.node_name.empty() ? so.hostname : options.node_name;
   po.clock = &clock;
   ApiAccess api;
   if (options.device_plugin) {

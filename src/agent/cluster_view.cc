@@ -1,5 +1,7 @@
 #include "agent/cluster_view.h"
 
+#include <thread>
+
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -30,8 +32,12 @@ class KubeClusterView final : public ClusterView {
     }
   }
   ~KubeClusterView() override {
+    // Side by side: each may wait up to a second for its watch to notice.
+    std::thread node_stop([this] {
+      if (node_informer_) node_informer_->stop();
+    });
     informer_->stop();
-    if (node_informer_) node_informer_->stop();
+    node_stop.join();
   }
 
   void start(std::chrono::milliseconds sync_timeout) {

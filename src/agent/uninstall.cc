@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "common/log.h"
 #include "kube/client.h"
 
@@ -14,11 +16,11 @@ UninstallVerdict uninstall_verdict(kube::Client& client, const std::string& ns, 
   auto got = client.get(kube::resources::kPods, ns, pod);
   if (!got) return keep(fmt::format("reading pod {}/{}: {}", ns, pod, got.error().text()));
   const json meta = got->value("metadata", json::object());
-  const json* owner = nullptr;
+  std::optional<json> owner;
   for (const auto& o : meta.value("ownerReferences", json::array())) {
-    if (o.value("controller", false)) owner = &o;
+    if (o.value("controller", false)) owner = o;
   }
-  if (owner == nullptr) {
+  if (!owner) {
     return {true, fmt::format("pod {}/{} has no controller owner: nothing starts it again", ns, pod)};
   }
   const std::string kind = owner->value("kind", ""), name = owner->value("name", ""), uid = owner->value("uid", "");
