@@ -672,7 +672,8 @@ std::string render_features_file(const Labels& labels) {
 
 Result<void> write_features_file(const std::string& path, const Labels& labels) {
   const std::string text = render_features_file(labels);
-  if (read_file(path) == text) return {};
+  // A larger file, a directory or no file at all is an error here, and is replaced below.
+  if (auto old = read_file_limited(path, text.size()); old && *old == text) return {};
   return write_file_atomically(path, text);
 }
 

@@ -194,51 +194,47 @@ class LabelsLifeTest : public NodeConfigTest {
     ASSERT_FALSE(agent_->metrics().empty());  // serving: the start wrote the labels
     ASSERT_THAT(read_file(agent_->features_file()).value_or(""), HasSubstr("nvidia.com/gpu.count=4"));
   }
-  void terminate() {
+  void delete_daemonset() {
+    auto gone = client_->remove(kube::resources::kDaemonSets, "kgpu-system", "kgpu-agent");
+    ASSERT_TRUE(gone) << gone.error().text();
+  }
+  // SIGTERM; then the labels file is there or not as `kept` says, and the log says `why`.
+  void terminate_expecting(bool kept, const std::string& why) {
     auto status = agent_->terminate();
     ASSERT_TRUE(status.has_value()) << "the agent did not exit on SIGTERM\n" << agent_->log();
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->log();
+    EXPECT_EQ(std::filesystem::exists(agent_->features_file()), kept) << agent_->log();
+    EXPECT_THAT(agent_->log(), HasSubstr(why));
   }
-  bool features_exist() const { return std::filesystem::exists(agent_->features_file()); }
 };
 
 TEST_F(LabelsLifeTest, KeptOnSigtermWhileTheDaemonSetExists) {
   install();
   start_agent(api_flags());
-  terminate();
-  EXPECT_TRUE(features_exist()) << agent_->log();
-  EXPECT_THAT(agent_->log(), HasSubstr("node labels kept: DaemonSet kgpu-system/kgpu-agent exists"));
+  terminate_expecting(true, "node labels kept: DaemonSet kgpu-system/kgpu-agent exists");
 }
 
 TEST_F(LabelsLifeTest, RemovedOnSigtermOnceTheDaemonSetIsDeleted) {
   install();
   start_agent(api_flags());
   EXPECT_TRUE(eventually([&] { return !node_annotation(k8s::kAnnotationNodeGpus).empty(); })) << agent_->log();
-  auto gone = client_->remove(kube::resources::kDaemonSets, "kgpu-system", "kgpu-agent");
-  ASSERT_TRUE(gone) << gone.error().text();
-  terminate();
-  EXPECT_FALSE(features_exist()) << agent_->log();
-  EXPECT_THAT(agent_->log(), HasSubstr("uninstall: DaemonSet kgpu-system/kgpu-agent is gone"));
+  delete_daemonset();
+  terminate_expecting(false, "uninstall: DaemonSet kgpu-system/kgpu-agent is gone");
   EXPECT_EQ(node_annotation(k8s::kAnnotationNodeGpus), "");
 }
 
 TEST_F(LabelsLifeTest, KeptWithoutApiAccess) {
   start_agent({});
-  terminate();
-  EXPECT_TRUE(features_exist()) << agent_->log();
-  EXPECT_THAT(agent_->log(), HasSubstr("node labels kept: no API access"));
+  terminate_expecting(true, "node labels kept: no API access");
 }
 
 TEST_F(LabelsLifeTest, KeptWhenTheApiDoesNotAnswerInTime) {
   install();
   start_agent(api_flags());
-  auto gone = client_->remove(kube::resources::kDaemonSets, "kgpu-system", "kgpu-agent");
-  ASSERT_TRUE(gone) << gone.error().text();
+  delete_daemonset();
   standin_.fault({{"delayMs", 2000}, {"path", "/pods/kgpu-agent-x1"}, {"method", "GET"}, {"times", -1}});
-  terminate();
-  EXPECT_TRUE(features_exist()) << agent_->log();
   // Decided (and logged) before the shutdown grace ran out, though the API never answered.
-  EXPECT_THAT(agent_->log(), HasSubstr("node labels kept: reading pod kgpu-system/kgpu-agent-x1"));
+  terminate_expecting(true, "node labels kept: reading pod kgpu-system/kgpu-agent-x1");
 }
 
 TEST_F(LabelsLifeTest, ARestartLeavesTheFileByteIdentical) {
