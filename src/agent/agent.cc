@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <future>
 #include <iterator>
 #include <csignal>
 #include <mutex>
@@ -11,11 +12,13 @@
 #include <thread>
 
 #include "agent/cluster_view.h"
+#include "agent/uninstall.h"
 #include "common/files.h"
 #include "common/http_server.h"
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "k8s/gpu_assignment.h"
 
 namespace kgpu::agent {
 
@@ -34,18 +37,25 @@ std::string host_name() {
   return "unknown";
 }
 
-// The API view for the device plugins, or null when the agent runs without API access. An error
-// only when API access was asked for explicitly (--kubeconfig) and cannot be had.
-Result<std::unique_ptr<ClusterView>> open_cluster_view(const AgentOptions& options) {
+// API access for the device plugins; none (null view) when the agent runs without it.
+struct ApiAccess {
+  std::unique_ptr<ClusterView> view;
+  // Short timeouts and no retries: the uninstall question at shutdown (AgentOptions::shutdown_grace).
+  std::unique_ptr<kube::Client> shutdown_client;
+  std::string pod_namespace;  // AgentOptions::pod_namespace, else the config's namespace
+};
+
+// An error only when API access was asked for explicitly (--kubeconfig) and cannot be had.
+Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
   const char* service_host = std::getenv("KUBERNETES_SERVICE_HOST");
   const bool in_pod = service_host != nullptr && *service_host != '\0';
-  if (options.kubeconfig.empty() && !in_pod) return std::unique_ptr<ClusterView>();
+  if (options.kubeconfig.empty() && !in_pod) return ApiAccess{};
   std::string node = options.node_name;
   if (const char* n = std::getenv("NODE_NAME"); node.empty() && n != nullptr) node = n;
-  auto fail_or_none = [&](const Error& e) -> Result<std::unique_ptr<ClusterView>> {
+  auto fail_or_none = [&](const Error& e) -> Result<ApiAccess> {
     if (!options.kubeconfig.empty()) return std::unexpected(e);
     log::warn(e.message + ": Allocate uses the kubelet's device IDs");
-    return std::unique_ptr<ClusterView>();
+    return ApiAccess{};
   };
   if (node.empty()) {
     return fail_or_none(Error{ErrorCode::kInvalidArgument,
@@ -57,10 +67,28 @@ Result<std::unique_ptr<ClusterView>> open_cluster_view(const AgentOptions& optio
   auto config = kube::load_config(lo);
   if (!config) return fail_or_none(config.error().wrap("API access"));
   config->user_agent = "kgpu-agent";
+  ApiAccess access;
+  access.pod_namespace = options.pod_namespace.empty() ? config->namespace_ : options.pod_namespace;
+  kube::RestConfig short_config = *config;
+  short_config.timeout = std::max(std::chrono::milliseconds(20), options.shutdown_grace / 5);
+  kube::ClientOptions no_retries;
+  no_retries.max_retries = 0;
+  auto short_client = kube::Client::create(std::move(short_config), no_retries);
+  if (!short_client) return fail_or_none(short_client.error().wrap("API access"));
+  access.shutdown_client = std::move(*short_client);
   auto client = kube::Client::create(std::move(*config));
   if (!client) return fail_or_none(client.error().wrap("API access"));
   log::info("API access: honouring GPU assignments", {log::kv("node", node)});
-  return make_kube_cluster_view(std::move(*client), node, std::chrono::seconds(5));
+  access.view = make_kube_cluster_view(std::move(*client), node, std::chrono::seconds(5),
+                                       !options.plugins.config_dir.dir.empty());
+  return access;
+}
+
+// The uninstall question (src/agent/uninstall.h), or why it cannot be asked.
+UninstallVerdict ask_uninstall(const ApiAccess& api, const AgentOptions& options) {
+  if (!api.shutdown_client) return {false, "no API access to tell an uninstall from a restart"};
+  if (options.pod_name.empty()) return {false, "no pod name (--pod-name, POD_NAME) to tell an uninstall from a restart"};
+  return uninstall_verdict(*api.shutdown_client, api.pod_namespace, options.pod_name);
 }
 
 }  // namespace
@@ -169,17 +197,17 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     so.counters = std::move(set->counters);
   }
   DevicePluginOptions po = options.plugins;
-  if (po.node_name.empty()) po.node_name = so.hostname;
+  if (po.node_name.empty()) po.node_name = options.node_name.empty() ? so.hostname : options.node_name;
   po.clock = &clock;
-  std::unique_ptr<ClusterView> cluster;
+  ApiAccess api;
   if (options.device_plugin) {
     auto view = open_cluster_view(options);
     if (!view) {
       log::error(view.error().message);
       return 1;
     }
-    cluster = std::move(*view);
-    po.cluster = cluster.get();
+    api = std::move(*view);
+    po.cluster = api.view.get();
     if (po.pod_resources_socket.empty()) po.pod_resources_socket = so.pod_resources_socket;
     po.pod_resources_timeout = so.pod_resources_timeout;
   }
@@ -214,8 +242,9 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   bool waiting_for_nvml = false;
   if (auto up = bring_up(); !up) {
     const bool nvml_failed = node == nullptr;
+    const std::string config_file = initial_config_file(po);
     const std::string config_text =
-        po.config_file.empty() ? "" : read_file_limited(po.config_file, sharing::kMaxConfigBytes).value_or("");
+        config_file.empty() ? "" : read_file_limited(config_file, sharing::kMaxConfigBytes).value_or("");
     if (!nvml_failed || fails_on_init_error(po, config_text)) {
       log::error(up.error().message);
       return 1;
@@ -280,6 +309,10 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
       }
     }
   }
+  // Asked while the rest stops; the answer is awaited after the plugins stopped (they no longer
+  // write the labels then).
+  std::future<UninstallVerdict> uninstall;
+  if (plugins && po.labels) uninstall = std::async(std::launch::async, [&] { return ask_uninstall(api, options); });
   server.stop();
   {
     std::lock_guard lock(serving.mu);
@@ -292,6 +325,16 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   });
   if (plugins) plugins->stop();
   sampler_stop.join();
+  if (uninstall.valid()) {
+    const auto verdict = uninstall.get();
+    if (verdict.uninstall) {
+      log::info("uninstall: " + verdict.reason + ": removing the node labels");
+      plugins->remove_labels();
+      remove_node_annotation(*api.shutdown_client, api.view->node_name(), k8s::kAnnotationNodeGpus);
+    } else {
+      log::info("node labels kept: " + verdict.reason);
+    }
+  }
   return status;
 }
 

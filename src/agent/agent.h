@@ -27,10 +27,16 @@ struct AgentOptions {
   // Allocate gives the kubelet's device IDs. Without a node name ($NODE_NAME) there is none either.
   std::string kubeconfig;
   std::string node_name;  // "" = $NODE_NAME
+  // This agent's Pod (the downward API's POD_NAME and POD_NAMESPACE; "" namespace = the service
+  // account's). With API access, SIGTERM/SIGINT asks whether the agent is being uninstalled, and
+  // only then removes the node labels file and the kgpu.io/gpus annotation (src/agent/uninstall.h);
+  // without a pod name, or without API access, they are kept.
+  std::string pod_name, pod_namespace;
   HttpServerOptions http;  // connection, header and idle limits of :9400 (docs/metrics.md)
   // With failOnInitError false, how often NVML is tried again while it cannot initialise.
   std::chrono::milliseconds nvml_retry{std::chrono::seconds(30)};
-  // After SIGTERM/SIGINT, the process exits by this deadline even if a peer or NVML call hangs.
+  // After SIGTERM/SIGINT, the process exits by this deadline even if a peer or NVML call hangs. The
+  // uninstall question's API requests are bounded to a fifth of it each (three at most).
   std::chrono::milliseconds shutdown_grace{900};
   // Time for the main loop, the sampler and the plugins (not owned; must outlive run_agent). The
   // shutdown watchdog always runs on real time.

@@ -1,5 +1,7 @@
 #include "agent/cluster_view.h"
 
+#include <thread>
+
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -10,21 +12,57 @@ namespace {
 
 class KubeClusterView final : public ClusterView {
  public:
-  KubeClusterView(std::unique_ptr<kube::Client> client, std::string node_name)
+  KubeClusterView(std::unique_ptr<kube::Client> client, std::string node_name, bool watch_node)
       : client_(std::move(client)), node_(std::move(node_name)), selector_("spec.nodeName=" + node_) {
     kube::InformerOptions o;
     o.resource = kube::resources::kPods;
     o.field_selector = selector_;
     informer_ = std::make_unique<kube::Informer>(*client_, o);
+    if (watch_node) {
+      kube::InformerOptions n;
+      n.resource = kube::resources::kNodes;
+      n.field_selector = "metadata.name=" + node_;
+      // Only the labels are read: the node's status (images, conditions) is not kept.
+      n.transform = [](nlohmann::json& node) {
+        nlohmann::json meta{{"name", node["metadata"].value("name", "")},
+                            {"labels", node["metadata"].value("labels", nlohmann::json::object())}};
+        node = {{"metadata", std::move(meta)}};
+      };
+      node_informer_ = std::make_unique<kube::Informer>(*client_, n);
+    }
   }
-  ~KubeClusterView() override { informer_->stop(); }
+  ~KubeClusterView() override {
+    // Side by side: each may wait up to a second for its watch to notice.
+    std::thread node_stop([this] {
+      if (node_informer_) node_informer_->stop();
+    });
+    informer_->stop();
+    node_stop.join();
+  }
 
   void start(std::chrono::milliseconds sync_timeout) {
     informer_->start();
+    if (node_informer_) node_informer_->start();
     if (!informer_->wait_for_sync(sync_timeout)) {
       log::warn("pod informer not synced yet: Allocate lists pods itself until it is",
                 {log::kv("node", node_), log::kv("error", informer_->last_error())});
     }
+    if (node_informer_ && !node_informer_->wait_for_sync(sync_timeout)) {
+      log::warn("node informer not synced yet: the config is chosen without the node's label until it is",
+                {log::kv("node", node_), log::kv("error", node_informer_->last_error())});
+    }
+  }
+
+  std::optional<std::map<std::string, std::string>> node_labels() const override {
+    if (!node_informer_ || !node_informer_->synced()) return std::nullopt;
+    auto node = node_informer_->get(node_);
+    if (!node) return std::nullopt;
+    std::map<std::string, std::string> out;
+    const auto labels = node->value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
+    for (const auto& [k, v] : labels.items()) {
+      if (v.is_string()) out[k] = v.get<std::string>();
+    }
+    return out;
   }
 
   const std::string& node_name() const override { return node_; }
@@ -64,13 +102,14 @@ class KubeClusterView final : public ClusterView {
   std::unique_ptr<kube::Client> client_;
   std::string node_, selector_;
   std::unique_ptr<kube::Informer> informer_;
+  std::unique_ptr<kube::Informer> node_informer_;  // with watch_node
 };
 
 }  // namespace
 
 std::unique_ptr<ClusterView> make_kube_cluster_view(std::unique_ptr<kube::Client> client, std::string node_name,
-                                                    std::chrono::milliseconds sync_timeout) {
-  auto view = std::make_unique<KubeClusterView>(std::move(client), std::move(node_name));
+                                                    std::chrono::milliseconds sync_timeout, bool watch_node) {
+  auto view = std::make_unique<KubeClusterView>(std::move(client), std::move(node_name), watch_node);
   view->start(sync_timeout);
   return view;
 }

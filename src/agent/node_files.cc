@@ -84,6 +84,9 @@ void DevicePluginManager::write_labels() {
   std::vector<std::string> warnings;
   {
     std::lock_guard lock(mu_);
+    // No plan yet (the config or the GPUs could not be read at start): the file a previous run
+    // wrote stays as it is until there is an inventory to label.
+    if (generation_ == 0) return;
     path = config_.gfd_output_file;
     labels::LabelSharing ls;
     labels::LabelOptions lo;
@@ -147,6 +150,19 @@ void DevicePluginManager::write_labels() {
   }
   labels_dir_missing_logged_ = false;
   if (auto ok = labels::write_features_file(path, out); !ok) log::error("labels: " + ok.error().message, {log::kv("file", path)});
+}
+
+bool DevicePluginManager::remove_labels() {
+  if (!opt_.labels) return false;
+  std::string path;
+  {
+    std::lock_guard lock(mu_);
+    path = config_.gfd_output_file;
+  }
+  std::error_code ec;
+  const bool removed = std::filesystem::remove(path, ec);
+  if (ec) log::error(fmt::format("labels: {} not removed: {}", path, ec.message()), {log::kv("file", path)});
+  return removed;
 }
 
 }  // namespace kgpu::agent

@@ -70,6 +70,14 @@ DevicePluginManager::DevicePluginManager(gpu::NodeGpus& node, DevicePluginOption
     for (auto x : xids(dh, "DP_DISABLE_HEALTHCHECKS")) ignored_xids_.insert(x);
   }
   for (auto x : xids(opt_.enable_health_checks, "DP_ENABLE_HEALTHCHECKS")) ignored_xids_.erase(x);
+  if (!opt_.config_dir.dir.empty() && !opt_.config_file.empty()) {
+    log::warn(fmt::format("config file {} (--config-file, CONFIG_FILE) is not read: the config directory {} "
+                          "(--config-dir, CONFIG_FILE_SRCDIR) wins",
+                          opt_.config_file, opt_.config_dir.dir));
+    opt_.config_file.clear();
+  }
+  config_path_ = opt_.config_file;
+  selected_ = {opt_.config_file, opt_.config_file, opt_.config_file.empty() ? "none" : "config-file"};
 }
 
 DevicePluginManager::~DevicePluginManager() { stop(); }
@@ -79,9 +87,53 @@ bool fails_on_init_error(const DevicePluginOptions& options, const std::string& 
     const auto& v = *options.overrides.fail_on_init_error;
     return v != "false" && v != "0";
   }
-  if (options.config_file.empty()) return true;
-  auto parsed = sharing::parse_config(config_text, options.config_file);
+  const std::string file = initial_config_file(options);
+  if (file.empty()) return true;
+  auto parsed = sharing::parse_config(config_text, file);
   return !parsed || parsed->fail_on_init_error;
+}
+
+std::string initial_config_file(const DevicePluginOptions& options) {
+  if (options.config_dir.dir.empty()) return options.config_file;
+  auto choice = choose_config(options.config_dir, options.node_name, std::nullopt, list_configs(options.config_dir.dir));
+  return choice ? choice->path : "";
+}
+
+Result<ConfigChoice> DevicePluginManager::choose_config_now() const {
+  std::optional<std::string> label;
+  if (opt_.cluster != nullptr) {
+    if (auto labels = opt_.cluster->node_labels()) {
+      auto it = labels->find(opt_.config_dir.node_label);
+      if (it != labels->end()) label = it->second;
+    }
+  }
+  return choose_config(opt_.config_dir, opt_.node_name, label, list_configs(opt_.config_dir.dir));
+}
+
+bool DevicePluginManager::check_selection() {
+  auto choice = choose_config_now();
+  if (!choice) {
+    if (choice.error().message != selection_error_) {
+      selection_error_ = choice.error().message;
+      std::lock_guard lock(mu_);
+      log::error(fmt::format("config not switched: {}; keeping the last good config (generation {})",
+                             selection_error_, generation_),
+                 {log::kv("config", applied_.name)});
+      ++reloads_failed_;
+      last_reload_error_ = selection_error_;
+    }
+    return false;
+  }
+  if (*choice == selected_ && selection_error_.empty()) return true;
+  if (!(*choice == selected_)) {
+    log::info("config selected", {log::kv("config", choice->name), log::kv("selected_by", choice->selected_by),
+                                  log::kv("was", selected_.name), log::kv("node", opt_.node_name)});
+  }
+  selected_ = std::move(*choice);
+  config_path_ = selected_.path;
+  selection_error_.clear();
+  config_stamp_ = FileStamp{0, 0, -2};  // matches no file: the chosen one is read now
+  return true;
 }
 
 Result<void> DevicePluginManager::start() {
@@ -93,7 +145,25 @@ Result<void> DevicePluginManager::start() {
     load_table();
   }
   kubelet_stamp_ = stamp(opt_.plugin_dir + "/" + kubelet::kKubeletSocketName);
-  if (auto ok = load_and_apply(true); !ok) {
+  Result<void> chosen;
+  if (!opt_.config_dir.dir.empty()) {
+    if (opt_.cluster == nullptr) {
+      log::info(fmt::format("config directory {}: no API access, so the node label {} is not read: the default "
+                            "config or a fallback is used",
+                            opt_.config_dir.dir, opt_.config_dir.node_label));
+    }
+    auto choice = choose_config_now();
+    if (choice) {
+      selected_ = std::move(*choice);
+      config_path_ = selected_.path;
+      log::info("config selected", {log::kv("config", selected_.name), log::kv("selected_by", selected_.selected_by),
+                                    log::kv("node", opt_.node_name)});
+    } else {
+      selection_error_ = choice.error().message;
+      chosen = std::unexpected(choice.error());
+    }
+  }
+  if (auto ok = chosen ? load_and_apply(true) : chosen; !ok) {
     // failOnInitError (flag, variable, else the file's, default true) decides whether a node that
     // cannot be planned stops the agent or keeps serving metrics while the config is retried.
     if (fails_on_init_error(opt_, config_text_attempt_)) return ok;
@@ -102,7 +172,7 @@ Result<void> DevicePluginManager::start() {
                            ok.error().message));
     std::lock_guard lock(mu_);
     last_reload_error_ = ok.error().message;
-    last_rejected_text_ = config_text_attempt_;
+    if (chosen) last_rejected_text_ = config_text_attempt_;  // a text was tried (not only a choice)
   }
   {
     std::lock_guard lock(mu_);
@@ -158,24 +228,26 @@ Result<void> DevicePluginManager::load_and_apply(bool initial) {
   std::string text;
   sharing::Config config;
   config.source = "defaults";
-  if (!opt_.config_file.empty()) {
+  ConfigChoice in_use = selected_;
+  if (!config_path_.empty()) {
     // Stamp first: a change after this point is seen by the next check_config().
-    if (initial) config_stamp_ = stamp(opt_.config_file);
+    if (initial) config_stamp_ = stamp(config_path_);
     struct stat st {};
-    if (::stat(opt_.config_file.c_str(), &st) != 0) {
+    if (::stat(config_path_.c_str(), &st) != 0) {
       // An optional ConfigMap that is not there (yet): the defaults, until the file appears.
       if (initial || !config_text_.empty()) {
-        log::info(fmt::format("config file {} does not exist: using the defaults; the file is watched", opt_.config_file));
+        log::info(fmt::format("config file {} does not exist: using the defaults; the file is watched", config_path_));
       }
+      in_use.name.clear();
     } else if (!S_ISREG(st.st_mode)) {
       return fail(ErrorCode::kInvalidArgument, "config file {} is not a regular file (a directory? name the file in it)",
-                  opt_.config_file);
+                  config_path_);
     } else {
-      auto read = read_file_limited(opt_.config_file, sharing::kMaxConfigBytes);
+      auto read = read_file_limited(config_path_, sharing::kMaxConfigBytes);
       if (!read) return std::unexpected(read.error().wrap("config file"));
       text = std::move(*read);
       config_text_attempt_ = text;
-      auto parsed = sharing::parse_config(text, opt_.config_file);
+      auto parsed = sharing::parse_config(text, config_path_);
       if (!parsed) return std::unexpected(parsed.error());
       config = std::move(*parsed);
     }
@@ -193,12 +265,15 @@ Result<void> DevicePluginManager::load_and_apply(bool initial) {
   for (const auto& w : config.warnings) log::warn("config: " + w, {log::kv("config", config.source)});
   for (const auto& w : plan->warnings) log::warn("plan: " + w);
   config_text_ = text;
-  if (!initial) {
-    log::info("config applied", {log::kv("config", config.source)});
+  {
     std::lock_guard lock(mu_);
-    ++reloads_ok_;
-    last_rejected_text_.reset();
+    applied_ = std::move(in_use);
+    if (!initial) {
+      ++reloads_ok_;
+      last_rejected_text_.reset();
+    }
   }
+  if (!initial) log::info("config applied", {log::kv("config", config.source)});
   apply_plan(std::move(*plan), std::move(config), std::move(merged));
   return {};
 }
@@ -402,8 +477,12 @@ void DevicePluginManager::check_sockets() {
 }
 
 void DevicePluginManager::check_config() {
-  if (opt_.config_file.empty()) return;
-  const FileStamp s = stamp(opt_.config_file);
+  if (!opt_.config_dir.dir.empty()) {
+    if (!check_selection()) return;
+  } else if (config_path_.empty()) {
+    return;
+  }
+  const FileStamp s = stamp(config_path_);
   // The stamp catches every change but one within the file system's timestamp granularity that
   // keeps the size; the periodic full read catches that one too.
   const auto now = clock_.steady_now();
@@ -413,13 +492,15 @@ void DevicePluginManager::check_config() {
   std::string text;
   if (s.inode != 0) {
     // An unreadable or oversized file is keyed by its error, so it is rejected (and logged) once.
-    auto read = read_file_limited(opt_.config_file, sharing::kMaxConfigBytes);
+    auto read = read_file_limited(config_path_, sharing::kMaxConfigBytes);
     text = read ? std::move(*read) : "\x01" + read.error().message;
   }
   {
     std::lock_guard lock(mu_);
     if (text == config_text_ && generation_ > 0) {
-      // Back to the config in use (e.g. a bad edit reverted): nothing to apply, nothing wrong.
+      // Back to the config in use (e.g. a bad edit reverted, or another config with the same
+      // text chosen): nothing to apply, nothing wrong.
+      applied_ = selected_;
       last_reload_error_.clear();
       last_rejected_text_.reset();
       return;
@@ -453,6 +534,8 @@ DevicePluginManager::Status DevicePluginManager::status() const {
   s.config_generation = generation_;
   s.health_checks = health_checks_;
   s.last_reload_error = last_reload_error_;
+  s.config_name = applied_.name;
+  s.config_selected_by = applied_.selected_by;
   for (const auto& r : plan_.resources) {
     ResourceStatus rs;
     rs.name = r.name;
@@ -487,7 +570,12 @@ std::string DevicePluginManager::metrics_text() const {
   ex::family(out, "kgpu_device_plugin_config_last_reload_successful", "gauge",
              "Whether the newest config file was applied (1) or rejected, with the last good one in use (0).");
   ex::sample(out, "kgpu_device_plugin_config_last_reload_successful", s.last_reload_error.empty() ? 1 : 0);
-  ex::family(out, "kgpu_device_plugin_config_reloads_total", "counter", "Config file changes, by result.");
+  ex::family(out, "kgpu_device_plugin_config_info", "gauge",
+             "The config in use: its name (in the config directory, else the file; \"\" = the built-in defaults) and "
+             "what chose it.");
+  ex::sample(out, "kgpu_device_plugin_config_info", {{"name", s.config_name}, {"selected_by", s.config_selected_by}}, 1);
+  ex::family(out, "kgpu_device_plugin_config_reloads_total", "counter",
+             "Config changes (file edits, or another config chosen by the node label), by result.");
   ex::sample(out, "kgpu_device_plugin_config_reloads_total", {{"result", "success"}}, ok);
   ex::sample(out, "kgpu_device_plugin_config_reloads_total", {{"result", "failure"}}, failed);
   ex::family(out, "kgpu_device_plugin_registered", "gauge", "1 when the resource is registered with the kubelet.");

@@ -4,9 +4,10 @@
 //
 // - kubelet restarts (kubelet.sock re-created, or our sockets deleted): serve and register again
 //   within one poll interval (100 ms);
-// - config changes (file rewritten or ConfigMap symlink swap): re-plan, restart and re-register
-//   only the resources whose advertisement changed; a config that does not parse, validate or fit
-//   this node is rejected with file, line and reason, and the last good one keeps running;
+// - config changes (file rewritten or ConfigMap symlink swap, or with a config directory another
+//   config chosen by the node's label): re-plan, restart and re-register only the resources whose
+//   advertisement changed; a config that does not parse, validate or fit this node, or a label
+//   naming no config, is rejected with file, line and reason, and the last good one keeps running;
 // - MIG layout changes: re-plan like a config change;
 // - health: critical XIDs (minus the ignored ones) mark devices Unhealthy; a lost GPU is
 //   Unhealthy; the recovery rule (docs/device-plugin.md) returns a device to Healthy.
@@ -44,6 +45,7 @@
 #include "agent/allocation_table.h"
 #include "agent/assignment.h"
 #include "agent/cluster_view.h"
+#include "agent/config_select.h"
 #include "agent/mps.h"
 #include "common/clock.h"
 #include "gpu/node.h"
@@ -58,6 +60,9 @@ namespace kgpu::agent {
 struct DevicePluginOptions {
   std::string plugin_dir = kubelet::kDefaultDevicePluginDir;
   std::string config_file;  // "" = defaults
+  // A directory of named configs (config_dir.dir "" = not used), one chosen per node by its label
+  // (read through `cluster`; without it the default and fallbacks only). It wins over config_file.
+  ConfigDirOptions config_dir;
   sharing::Overrides overrides;
   std::string cdi_root = "/var/run/cdi";  // where the CDI spec goes ("" = do not write)
   std::string proc_root = "/proc";        // for /proc/driver/nvidia-caps/mig-minors
@@ -108,6 +113,10 @@ const std::set<uint64_t>& reset_required_xids();
 // (true when the text does not parse), else true.
 bool fails_on_init_error(const DevicePluginOptions& options, const std::string& config_text);
 
+// The config file the options name before the node's label is read: config_file, or in a config
+// directory the default or fallback choice ("" = the built-in defaults, or no choice).
+std::string initial_config_file(const DevicePluginOptions& options);
+
 class DevicePluginManager {
  public:
   DevicePluginManager(gpu::NodeGpus& node, DevicePluginOptions options);
@@ -130,9 +139,17 @@ class DevicePluginManager {
     uint64_t config_generation = 0;  // bumped on every applied config
     uint64_t health_checks = 0;      // completed health probe rounds (check_health)
     std::string last_reload_error;   // "" after a successful reload
+    // The config in use: its name in the config directory (else the file's path; "" = the built-in
+    // defaults) and what chose it ("node-label", "default", "named", "single", "empty",
+    // "config-file" or "none").
+    std::string config_name, config_selected_by;
     std::vector<ResourceStatus> resources;
   };
   Status status() const;
+
+  // Removes the labels file this manager writes (the uninstall rule, src/agent/uninstall.h). After
+  // stop(); false when there was none to remove (or labels are off). Errors are logged.
+  bool remove_labels();
 
   // PodResources entries with the devices the containers really got (the allocation table);
   // unchanged without API access. Any thread.
@@ -148,6 +165,8 @@ class DevicePluginManager {
   };
 
   Result<void> load_and_apply(bool initial);
+  Result<ConfigChoice> choose_config_now() const;  // the node's label (when known) and the directory
+  bool check_selection();                          // control thread; false: keep the config in use
   void apply_plan(sharing::Plan plan, sharing::Config config, gpu::Inventory inventory);
   void control_loop();
   void check_sockets();
@@ -190,6 +209,7 @@ class DevicePluginManager {
   std::map<std::string, bool> registered_;
   uint64_t generation_ = 0;
   std::string last_reload_error_;
+  ConfigChoice applied_;  // what chose the config in use
   std::optional<std::string> last_rejected_text_;  // the config text last rejected (not retried)
   uint64_t reloads_ok_ = 0, reloads_failed_ = 0, registrations_ = 0, allocations_ = 0, allocation_errors_ = 0;
   uint64_t unhealthy_transitions_ = 0, recoveries_ = 0, health_checks_ = 0;
@@ -204,6 +224,9 @@ class DevicePluginManager {
   };
   static FileStamp stamp(const std::string& path);  // stat() following symlinks; {} when absent
   FileStamp config_stamp_, kubelet_stamp_;
+  std::string config_path_;  // the config file in use or chosen ("" = the built-in defaults)
+  ConfigChoice selected_;    // the choice config_path_ comes from
+  std::string selection_error_;  // why the last choice failed ("" = it did not); logged once
   std::string config_text_;          // the text of the config in use
   std::string config_text_attempt_;  // the text last read (for failOnInitError at start)
   std::map<std::string, std::string> serve_error_;  // resource -> why serving failed ("" = serving)

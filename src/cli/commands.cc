@@ -281,6 +281,23 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   agent_cmd->add_option("--config-file", dp.config_file, "Sharing config file (NVIDIA device plugin format, version v1)")
       ->envname("CONFIG_FILE");
+  // Several named configs (NVIDIA's config.map, mounted as a directory), one chosen per node.
+  std::string config_fallback = "named,single";
+  agent_cmd
+      ->add_option("--config-dir", dp.config_dir.dir,
+                   "Directory of named sharing configs, one chosen per node by its label (wins over --config-file)")
+      ->envname("CONFIG_FILE_SRCDIR");
+  agent_cmd->add_option("--config-default", dp.config_dir.default_name, "Config used when the node has no label")
+      ->envname("DEFAULT_CONFIG");
+  agent_cmd->add_option("--config-node-label", dp.config_dir.node_label, "Node label naming the node's config")
+      ->envname("NODE_LABEL")
+      ->capture_default_str();
+  agent_cmd
+      ->add_option("--config-fallback", config_fallback,
+                   "Without label or default: named (a config named \"default\"), single (the only one), empty (the "
+                   "built-in defaults), tried in order")
+      ->envname("FALLBACK_STRATEGIES")
+      ->capture_default_str();
   agent_cmd->add_option("--mig-strategy", ov.mig_strategy, "none, single or mixed")->envname("MIG_STRATEGY");
   agent_cmd->add_flag("--fail-on-init-error{true}", ov.fail_on_init_error, "Exit when the GPUs cannot be read or planned (default true)")->envname("FAIL_ON_INIT_ERROR");
   agent_cmd->add_option("--nvidia-driver-root", ov.nvidia_driver_root, "Root of the driver installation on the host")
@@ -330,6 +347,12 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--kubeconfig", ao.kubeconfig,
                         "Kubeconfig for API access (inside a pod the service account is used without it)");
   agent_cmd->add_option("--node-name", ao.node_name, "This node's name, for API access")->envname("NODE_NAME");
+  agent_cmd
+      ->add_option("--pod-name", ao.pod_name,
+                   "This agent's pod (downward API), to tell an uninstall from a restart on SIGTERM")
+      ->envname("POD_NAME");
+  agent_cmd->add_option("--pod-namespace", ao.pod_namespace, "This agent's namespace (downward API)")
+      ->envname("POD_NAMESPACE");
   long long report_interval_ms = 30000;
   ms_option("--node-report-interval", report_interval_ms,
             "Milliseconds between rebuilds of the node's kgpu.io/gpus annotation (with API access)", 50);
@@ -422,6 +445,16 @@ int run(int argc, char** argv) {
       ao.plugins.health_recovery = *d;
     } else {
       log::error("--health-recovery: " + d.error().message);
+      return 2;
+    }
+    if (auto f = agent::parse_config_fallbacks(config_fallback)) {
+      ao.plugins.config_dir.fallbacks = std::move(*f);
+    } else {
+      log::error("--config-fallback: " + f.error().message);
+      return 2;
+    }
+    if (ao.plugins.config_dir.node_label.empty()) {
+      log::error("--config-node-label: must not be empty");
       return 2;
     }
     return agent::run_agent(ao);

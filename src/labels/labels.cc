@@ -671,7 +671,10 @@ std::string render_features_file(const Labels& labels) {
 }
 
 Result<void> write_features_file(const std::string& path, const Labels& labels) {
-  return write_file_atomically(path, render_features_file(labels));
+  const std::string text = render_features_file(labels);
+  // A larger file, a directory or no file at all is an error here, and is replaced below.
+  if (auto old = read_file_limited(path, text.size()); old && *old == text) return {};
+  return write_file_atomically(path, text);
 }
 
 std::optional<std::string> read_machine_type(const std::string& path) {

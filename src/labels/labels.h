@@ -72,7 +72,8 @@ std::string render_features_file(const Labels& labels);
 // Replaces `path` atomically with render_features_file(labels): creates the directory, writes a
 // hidden temporary file (".<name>.tmp.XXXXXX", which NFD skips) in the same directory, fsyncs it,
 // renames it over `path` and fsyncs the directory. On failure `path` is left as it was, no
-// temporary file remains, and the error names the path and the system's reason.
+// temporary file remains, and the error names the path and the system's reason. A file that holds
+// these labels already is left untouched (not even its mtime changes).
 Result<void> write_features_file(const std::string& path, const Labels& labels);
 
 // The trimmed contents of the DMI product-name file; nullopt when it cannot be read or is empty.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <signal.h>
+
 #include <filesystem>
 
 #include "common/files.h"
@@ -27,7 +29,7 @@ PluginAgent::PluginAgent(const std::string& node_yaml, const std::string& config
            "--cdi-root",
            (dir_.path() / "cdi").string(),
            "--output-file",
-           (dir_.path() / "features.d" / "gfd").string(),
+           features_file(),
            "--machine-type-file",
            dir_.write("product_name", "DGX H100\n"),
            "--health-interval",
@@ -58,6 +60,11 @@ void PluginAgent::restart() {
   process_.reset();  // killed and reaped
   std::filesystem::remove(log_);
   spawn();
+}
+
+std::optional<int> PluginAgent::terminate(std::chrono::milliseconds timeout) {
+  ::kill(process_->pid(), SIGTERM);
+  return process_->wait(timeout);
 }
 
 std::string PluginAgent::log() const { return read_file(log_).value_or(""); }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ class PluginAgent {
   std::string metrics();
   // Ends the agent process and starts it again with the same flags, directories and kubelet.
   void restart();
+  // Sends SIGTERM and waits up to `timeout` for the agent to exit; its wait status (nullopt: still
+  // running). The log stays readable; restart() starts it again.
+  std::optional<int> terminate(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  std::string features_file() const { return (dir_.path() / "features.d" / "gfd").string(); }
 
  private:
   void spawn();

@@ -1,0 +1,56 @@
+#include "agent/uninstall.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "common/log.h"
+#include "kube/client.h"
+
+namespace kgpu::agent {
+
+using nlohmann::json;
+
+UninstallVerdict uninstall_verdict(kube::Client& client, const std::string& ns, const std::string& pod) {
+  auto keep = [](std::string why) { return UninstallVerdict{false, std::move(why)}; };
+  auto got = client.get(kube::resources::kPods, ns, pod);
+  if (!got) return keep(fmt::format("reading pod {}/{}: {}", ns, pod, got.error().text()));
+  const json meta = got->value("metadata", json::object());
+  std::optional<json> owner;
+  for (const auto& o : meta.value("ownerReferences", json::array())) {
+    if (o.value("controller", false)) owner = o;
+  }
+  if (!owner) {
+    return {true, fmt::format("pod {}/{} has no controller owner: nothing starts it again", ns, pod)};
+  }
+  const std::string kind = owner->value("kind", ""), name = owner->value("name", ""), uid = owner->value("uid", "");
+  const std::string api_version = owner->value("apiVersion", "");
+  if (kind != "DaemonSet" || !api_version.starts_with("apps/")) {
+    return keep(fmt::format("pod {}/{} is owned by {} {} {}, not a DaemonSet", ns, pod, api_version, kind, name));
+  }
+  auto ds = client.get(kube::resources::kDaemonSets, ns, name);
+  if (!ds) {
+    if (ds.error().not_found()) return {true, fmt::format("DaemonSet {}/{} is gone", ns, name)};
+    return keep(fmt::format("reading DaemonSet {}/{}: {}", ns, name, ds.error().text()));
+  }
+  const json ds_meta = ds->value("metadata", json::object());
+  if (ds_meta.contains("deletionTimestamp") && !ds_meta["deletionTimestamp"].is_null()) {
+    return {true, fmt::format("DaemonSet {}/{} is being deleted", ns, name)};
+  }
+  if (!uid.empty() && ds_meta.value("uid", "") != uid) {
+    return {true, fmt::format("DaemonSet {}/{} was deleted (one of that name with another uid exists)", ns, name)};
+  }
+  return keep(fmt::format("DaemonSet {}/{} exists: a restart or an upgrade", ns, name));
+}
+
+void remove_node_annotation(kube::Client& client, const std::string& node, const std::string& key) {
+  auto r = client.patch(kube::resources::kNodes, "", node, kube::PatchType::kMerge,
+                        json{{"metadata", {{"annotations", {{key, nullptr}}}}}});
+  if (!r) {
+    log::warn(fmt::format("uninstall: annotation {} of node {} not removed: {}", key, node, r.error().text()));
+  } else {
+    log::info(fmt::format("uninstall: annotation {} removed from node {}", key, node));
+  }
+}
+
+}  // namespace kgpu::agent
