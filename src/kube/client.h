@@ -146,7 +146,7 @@ class Client {
                        const nlohmann::json& annotations = nlohmann::json::object());
 
   // Streams events to `on_event` until the server ends the stream (timeoutSeconds), `on_event`
-  // returns false, or `stop` becomes true (checked at least every second). An ERROR event ends it
+  // returns false, or `stop` becomes true (checked every 50 ms). An ERROR event ends it
   // with its Status as the error (410 Expired: the caller relists).
   ApiResult<void> watch(const Resource& r, std::string_view ns, const WatchOptions& o,
                         const std::function<bool(WatchEvent&&)>& on_event, const std::atomic<bool>* stop = nullptr);
