@@ -41,9 +41,36 @@ std::string host_name() {
 struct ApiAccess {
   std::unique_ptr<ClusterView> view;
   // Short timeouts and no retries: the uninstall question at shutdown (AgentOptions::shutdown_grace).
-  std::unique_ptr<kube::Client> shutdown_client;
+  // Shared with the start probe's thread, which may outlive this struct.
+  std::shared_ptr<kube::Client> shutdown_client;
   std::string pod_namespace;  // AgentOptions::pod_namespace, else the config's namespace
+  // Set by `probe` once the agent could read its pod and DaemonSet (owner_readable); false until
+  // then, and for good when it could not.
+  std::shared_ptr<std::atomic<bool>> owner_readable_at_start = std::make_shared<std::atomic<bool>>(false);
+  std::jthread probe;  // declared last: stopped and joined first
 };
+
+// Asks owner_readable up to five times, a second apart, on ApiAccess::probe (the start does not
+// wait for it; destroying the ApiAccess stops it within one request).
+void probe_owner_access(ApiAccess& access, const std::string& pod) {
+  if (!access.shutdown_client || pod.empty()) return;
+  access.probe = std::jthread([client = access.shutdown_client, ns = access.pod_namespace, pod,
+                               out = access.owner_readable_at_start](std::stop_token stop) {
+    for (int attempt = 0; attempt < 5 && !stop.stop_requested(); ++attempt) {
+      if (owner_readable(*client, ns, pod)) {
+        *out = true;
+        log::info("the agent can read its pod and its DaemonSet: at shutdown, a refused read means an uninstall",
+                  {log::kv("pod", ns + "/" + pod)});
+        return;
+      }
+      for (int i = 0; i < 20 && !stop.stop_requested(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!stop.stop_requested()) {
+      log::info("the agent cannot read its pod and its DaemonSet: at shutdown, a refused read keeps the node labels",
+                {log::kv("pod", ns + "/" + pod)});
+    }
+  });
+}
 
 // An error only when API access was asked for explicitly (--kubeconfig) and cannot be had.
 Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
@@ -88,7 +115,7 @@ Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
 UninstallVerdict ask_uninstall(const ApiAccess& api, const AgentOptions& options) {
   if (!api.shutdown_client) return {false, "no API access to tell an uninstall from a restart"};
   if (options.pod_name.empty()) return {false, "no pod name (--pod-name, POD_NAME) to tell an uninstall from a restart"};
-  return uninstall_verdict(*api.shutdown_client, api.pod_namespace, options.pod_name);
+  return uninstall_verdict(*api.shutdown_client, api.pod_namespace, options.pod_name, *api.owner_readable_at_start);
 }
 
 }  // namespace
@@ -207,6 +234,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
       return 1;
     }
     api = std::move(*view);
+    probe_owner_access(api, options.pod_name);
     po.cluster = api.view.get();
     if (po.pod_resources_socket.empty()) po.pod_resources_socket = so.pod_resources_socket;
     po.pod_resources_timeout = so.pod_resources_timeout;

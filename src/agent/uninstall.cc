@@ -11,15 +11,42 @@ namespace kgpu::agent {
 
 using nlohmann::json;
 
-UninstallVerdict uninstall_verdict(kube::Client& client, const std::string& ns, const std::string& pod) {
-  auto keep = [](std::string why) { return UninstallVerdict{false, std::move(why)}; };
-  auto got = client.get(kube::resources::kPods, ns, pod);
-  if (!got) return keep(fmt::format("reading pod {}/{}: {}", ns, pod, got.error().text()));
-  const json meta = got->value("metadata", json::object());
-  std::optional<json> owner;
-  for (const auto& o : meta.value("ownerReferences", json::array())) {
-    if (o.value("controller", false)) owner = o;
+namespace {
+
+// The pod's controller ownerReference, if it has one.
+std::optional<json> controller_of(const json& pod) {
+  for (const auto& o : pod.value("metadata", json::object()).value("ownerReferences", json::array())) {
+    if (o.value("controller", false)) return o;
   }
+  return std::nullopt;
+}
+
+bool refused(const kube::ApiError& e) { return e.forbidden() || e.unauthorized(); }
+
+}  // namespace
+
+bool owner_readable(kube::Client& client, const std::string& ns, const std::string& pod) {
+  auto got = client.get(kube::resources::kPods, ns, pod);
+  if (!got) return false;
+  const auto owner = controller_of(*got);
+  if (!owner || owner->value("kind", "") != "DaemonSet") return false;
+  return client.get(kube::resources::kDaemonSets, ns, owner->value("name", "")).has_value();
+}
+
+UninstallVerdict uninstall_verdict(kube::Client& client, const std::string& ns, const std::string& pod,
+                                   bool access_was_allowed) {
+  auto keep = [](std::string why) { return UninstallVerdict{false, std::move(why)}; };
+  auto revoked = [&](const std::string& what, const kube::ApiError& e) {
+    return UninstallVerdict{true, fmt::format("reading {} is refused now ({}) but was allowed at start: the agent's "
+                                              "ServiceAccount or RBAC was deleted",
+                                              what, e.text())};
+  };
+  auto got = client.get(kube::resources::kPods, ns, pod);
+  if (!got) {
+    if (access_was_allowed && refused(got.error())) return revoked(fmt::format("pod {}/{}", ns, pod), got.error());
+    return keep(fmt::format("reading pod {}/{}: {}", ns, pod, got.error().text()));
+  }
+  const std::optional<json> owner = controller_of(*got);
   if (!owner) {
     return {true, fmt::format("pod {}/{} has no controller owner: nothing starts it again", ns, pod)};
   }
@@ -31,6 +58,7 @@ UninstallVerdict uninstall_verdict(kube::Client& client, const std::string& ns, 
   auto ds = client.get(kube::resources::kDaemonSets, ns, name);
   if (!ds) {
     if (ds.error().not_found()) return {true, fmt::format("DaemonSet {}/{} is gone", ns, name)};
+    if (access_was_allowed && refused(ds.error())) return revoked(fmt::format("DaemonSet {}/{}", ns, name), ds.error());
     return keep(fmt::format("reading DaemonSet {}/{}: {}", ns, name, ds.error().text()));
   }
   const json ds_meta = ds->value("metadata", json::object());

@@ -237,6 +237,26 @@ TEST_F(LabelsLifeTest, KeptWhenTheApiDoesNotAnswerInTime) {
   terminate_expecting(true, "node labels kept: reading pod kgpu-system/kgpu-agent-x1");
 }
 
+// `helm uninstall` deletes the DaemonSet, then the ClusterRole, its binding and the ServiceAccount,
+// all before the kubelet stops the pod: a read refused at shutdown that worked at start is that.
+TEST_F(LabelsLifeTest, RemovedWhenAccessIsRevokedAfterItWorkedAtStart) {
+  install();
+  start_agent(api_flags());
+  EXPECT_TRUE(eventually([&] { return agent_->log().find("can read its pod and its DaemonSet") != std::string::npos; }))
+      << agent_->log();
+  standin_.fault({{"status", 403}, {"path", "/pods/kgpu-agent-x1"}, {"method", "GET"}, {"times", -1}});
+  terminate_expecting(false, "uninstall: reading pod kgpu-system/kgpu-agent-x1 is refused now");
+}
+
+// RBAC that never allowed the read (an older manifest without the rule) is not an uninstall.
+TEST_F(LabelsLifeTest, KeptWhenAccessWasNeverAllowed) {
+  install();
+  standin_.fault({{"status", 403}, {"path", "/daemonsets/kgpu-agent"}, {"method", "GET"}, {"times", -1}});
+  start_agent(api_flags());
+  terminate_expecting(true, "node labels kept: reading DaemonSet kgpu-system/kgpu-agent");
+  EXPECT_THAT(agent_->log(), Not(HasSubstr("can read its pod and its DaemonSet")));
+}
+
 TEST_F(LabelsLifeTest, ARestartLeavesTheFileByteIdentical) {
   start_agent({});
   const std::string before = read_file(agent_->features_file()).value_or("");
