@@ -2,14 +2,18 @@
 #   make run   - install missing Debian packages, build, run kgpu (inventory, then the metrics agent) on a
 #                simulated 8-GPU node for RUN_FOR seconds (0: until Ctrl-C)
 #   make test  - install missing Debian packages, build, run the whole test suite (plain and ASan+UBSan)
+# and the container image:
+#   make image - build, then the OCI image of build/'s kgpu, without a container engine
+#                ($(IMAGE_DIR)/kgpu-<version>.oci.tar; docs/image.md)
 JOBS ?= 2
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 NODE ?= examples/nodes/dgx-h100.yaml
 RUN_FOR ?= 20
+IMAGE_DIR ?= $(BUILD)/image
 CMAKE_COMMON = -G Ninja -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: setup build build-asan run test test-plain test-asan bench fuzz clean
+.PHONY: setup build build-asan run test test-plain test-asan image bench fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -36,6 +40,9 @@ test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test: test-plain test-asan
+
+image: build
+	scripts/build-image.sh $(BUILD) $(IMAGE_DIR)
 
 BENCHES = gpu_bench agent_load device_plugin_bench informer_bench sched_latency lint_bench doctor_bench sched_live_replay
 

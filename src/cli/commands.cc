@@ -198,6 +198,8 @@ int run(int argc, char** argv) {
   CLI::App app{"kgpu: the GPU layer of Kubernetes (scheduling, sharing and monitoring of NVIDIA GPUs)"};
   // Installed as kubectl-gpu, kubectl runs us for `kubectl gpu ...`: say so in usage lines.
   if (argc > 0 && std::string_view(argv[0]).ends_with("kubectl-gpu")) app.name("kubectl gpu");
+  // "kgpu <version>" on stdout, exit 0; the version is the CMake project's (the image tag).
+  app.set_version_flag("--version", "kgpu " KGPU_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // global options are accepted after the subcommand too
   GlobalOptions g;

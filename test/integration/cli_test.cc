@@ -82,5 +82,11 @@ TEST(Cli, UsageErrors) {
   EXPECT_NE(help.text.find("inventory"), std::string::npos);
 }
 
+TEST(Cli, VersionWithoutSubcommand) {
+  auto out = run_command(kgpu_bin() + " --version");
+  EXPECT_EQ(out.status, 0) << out.text;
+  EXPECT_EQ(out.text, "kgpu " KGPU_VERSION "\n");
+}
+
 }  // namespace
 }  // namespace kgpu
