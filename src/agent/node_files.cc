@@ -154,8 +154,12 @@ void DevicePluginManager::write_labels() {
 
 bool DevicePluginManager::remove_labels() {
   if (!opt_.labels) return false;
+  // --output-file wins over any config, applied or not (a config that never applied leaves config_
+  // at the defaults).
   std::string path;
-  {
+  if (opt_.overrides.gfd_output_file) {
+    path = *opt_.overrides.gfd_output_file;
+  } else {
     std::lock_guard lock(mu_);
     path = config_.gfd_output_file;
   }

@@ -459,6 +459,17 @@ int run(int argc, char** argv) {
       log::error("--config-node-label: must not be empty");
       return 2;
     }
+    // dcgm-exporter's Kubernetes options that kgpu does not provide: said once, never refused.
+    for (const auto& [var, what] :
+         {std::pair{"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", "pod labels as series labels"},
+          std::pair{"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID", "the pod_uid label"}}) {
+      const char* v = std::getenv(var);
+      if (v != nullptr && (std::string_view(v) == "true" || std::string_view(v) == "1")) {
+        log::warn(fmt::format("{} is not honoured: kgpu does not add {} yet; attributed series carry pod, namespace "
+                              "and container",
+                              var, what));
+      }
+    }
     return agent::run_agent(ao);
   }
   return 2;

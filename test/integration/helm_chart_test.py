@@ -89,7 +89,6 @@ server = subprocess.Popen(
      "--resource", "monitoring.coreos.com/v1/prometheusrules/PrometheusRule",
      "--resource", "nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/NodeFeatureRule/cluster"],
     stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "apiserver.log"), "w"))
-agent = None
 try:
     for _ in range(100):
         if os.path.exists(os.path.join(work, "port")) and os.path.getsize(os.path.join(work, "port")):
@@ -285,80 +284,129 @@ try:
 
     # --- the agent accepts the rendered DaemonSet's arguments and environment ------------------------
     # Host paths are the DaemonSet's mount paths, moved under a temporary root; the port is any free one.
-    ds = find(rendered["nvidia-device-plugin-values.yaml"][1], "DaemonSet")[0]
-    c = ds["spec"]["template"]["spec"]["containers"][0]
     root = os.path.join(work, "node")
-    moved = {m["mountPath"]: root + m["mountPath"] for m in c["volumeMounts"]}
-    for path in moved.values():
-        os.makedirs(path, exist_ok=True)
-    cm = find(rendered["nvidia-device-plugin-values.yaml"][1], "ConfigMap", "-configs")[0]
-    for name, text in cm["data"].items():
-        with open(os.path.join(moved["/available-configs"], name), "w") as f:
-            f.write(text)
+    features = os.path.join(root, "etc/kubernetes/node-feature-discovery/features.d/gfd")
+    agent_runs = []
 
-    def relocate(v):
-        for mount in sorted(moved, key=len, reverse=True):
-            if v == mount or v.startswith(mount + "/"):
-                return moved[mount] + v[len(mount):]
-        return v
+    def start_agent(ds, configs, extra_env=None, extra_args=()):
+        """Starts kgpu as the DaemonSet's container would run; returns (process, port or None, log text)."""
+        c = ds["spec"]["template"]["spec"]["containers"][0]
+        moved = {m["mountPath"]: root + m["mountPath"] for m in c["volumeMounts"]}
+        for path in moved.values():
+            os.makedirs(path, exist_ok=True)
+        for name, text in configs.items():
+            with open(os.path.join(moved["/available-configs"], name), "w") as f:
+                f.write(text)
 
-    args = []
-    for a in c["args"]:
-        if a.startswith("--address="):
-            a = "--address=127.0.0.1:0"
-        elif "=" in a:
-            flag, v = a.split("=", 1)
-            a = flag + "=" + relocate(v)
-        args.append(a)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "KGPU_FAKE_NVML_CONFIG":
-           os.path.join(source, "examples/nodes/dgx-h100.yaml"), "NODE_NAME": "gpu-node-1", "POD_NAME": "kgpu-agent-x",
-           "POD_NAMESPACE": "kgpu-system"}
-    for e in c["env"]:
-        if "value" in e:
-            env[e["name"]] = relocate(str(e["value"]))
-    # The driver root is the host's: a real path with the fake driver here.
-    env["NVIDIA_DRIVER_ROOT"] = "/"
-    extra = ["--nvml-library", fake_nvml, "--pod-resources-socket", "", "--output-file",
-             os.path.join(root, "etc/kubernetes/node-feature-discovery/features.d/gfd"),
-             "--device-plugin-dir", moved["/var/lib/kubelet/device-plugins"]]
-    log = open(os.path.join(work, "agent.log"), "w+")
-    agent = subprocess.Popen([kgpu, *args, *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
-    port = None
-    deadline = time.time() + 20
-    while time.time() < deadline and port is None and agent.poll() is None:
-        log.seek(0)
-        m = re.search(r"listening on \S+ .*?port=(\d+)", log.read())
-        if m:
-            port = int(m.group(1))
-        time.sleep(0.05)
-    log.seek(0)
-    check(port is not None, "the agent starts with the rendered arguments and environment", log.read()[-800:])
-    metrics = ""
-    if port:
+        def relocate(v):
+            for mount in sorted(moved, key=len, reverse=True):
+                if v == mount or v.startswith(mount + "/"):
+                    return moved[mount] + v[len(mount):]
+            return v
+
+        args = []
+        for a in c["args"]:
+            if a.startswith("--address="):
+                a = "--address=127.0.0.1:0"
+            elif "=" in a:
+                flag, v = a.split("=", 1)
+                a = flag + "=" + relocate(v)
+            args.append(a)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+               "KGPU_FAKE_NVML_CONFIG": os.path.join(source, "examples/nodes/dgx-h100.yaml"),
+               "NODE_NAME": "gpu-node-1"}
+        for e in c["env"]:
+            if "value" in e:
+                env[e["name"]] = relocate(str(e["value"]))
+        env["NVIDIA_DRIVER_ROOT"] = "/"  # the host's driver root: the fake driver here
+        env.update(extra_env or {})
+        extra = ["--nvml-library", fake_nvml, "--pod-resources-socket", "", "--output-file", features,
+                 "--device-plugin-dir", moved["/var/lib/kubelet/device-plugins"], *extra_args]
+        log_path = os.path.join(work, f"agent-{len(agent_runs)}.log")
+        log = open(log_path, "w")
+        proc = subprocess.Popen([kgpu, *args, *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
+        agent_runs.append(proc)
+        port = None
         deadline = time.time() + 20
-        while time.time() < deadline and "DCGM_FI_DEV_GPU_TEMP{" not in metrics:
+        while time.time() < deadline and port is None and proc.poll() is None:
+            m = re.search(r"listening on \S+ .*?port=(\d+)", open(log_path).read())
+            if m:
+                port = int(m.group(1))
+            time.sleep(0.05)
+        return proc, port, lambda: open(log_path).read()
+
+    def stop_agent(proc):
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=10)
+
+    def wait_for(predicate, seconds=20):
+        deadline = time.time() + seconds
+        while time.time() < deadline and not predicate():
+            time.sleep(0.05)
+        return predicate()
+
+    objs = rendered["nvidia-device-plugin-values.yaml"][1]
+    configs = find(objs, "ConfigMap", "-configs")[0]["data"]
+    proc, port, log = start_agent(find(objs, "DaemonSet")[0], configs)
+    check(port is not None, "the agent starts with the rendered arguments and environment", log()[-800:])
+    if port:
+        page = [""]
+
+        def scraped():
             try:
-                metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+                page[0] = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
             except OSError:
                 pass
-            time.sleep(0.1)
-        check(len(re.findall(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="\d"', metrics, re.M)) == 8, "the agent serves all 8 GPUs")
-        deadline = time.time() + 20
-        features = os.path.join(root, "etc/kubernetes/node-feature-discovery/features.d/gfd")
-        while time.time() < deadline and not os.path.exists(features):
-            time.sleep(0.1)
-        check(os.path.exists(features) and "nvidia.com/gpu.product=" in open(features).read(),
+            return "DCGM_FI_DEV_GPU_TEMP{" in page[0]
+        wait_for(scraped)
+        check(len(re.findall(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="\d"', page[0], re.M)) == 8, "the agent serves all 8 GPUs")
+        check(wait_for(lambda: os.path.exists(features)) and "nvidia.com/gpu.product=" in open(features).read(),
               "the labels reach the features.d mount")
-    agent.send_signal(signal.SIGTERM)
-    check(agent.wait(timeout=10) == 0, "the agent stops cleanly on SIGTERM")
-    agent = None
-    log.seek(0)
-    text = log.read()
+    check(stop_agent(proc) == 0, "the agent stops cleanly on SIGTERM")
+    text = log()
+    check(re.search(r"config selected.* config=default selected_by=default", text) is not None,
+          "the agent chose the default named config (config.default, no API access here)", text[-600:])
     bad = [l for l in text.splitlines() if re.search(r"level=(error)|unknown (option|flag)", l)]
     check(not bad, "no errors in the agent's log", "\n".join(bad[:5]))
+
+    # --- node labels across helm upgrade (kept) and helm uninstall (removed) ----------------------------
+    # The release's DaemonSet as installed by Helm, a pod it owns (the stand-in runs no controllers),
+    # and the agent with API access as that pod.
+    r = h("install", "life", chart, "-f", nvidia_values)
+    check(r.returncode == 0, "helm install (labels' life)", r.stderr[-300:])
+    ds = get("daemonset", "life-kgpu-agent")
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1"}}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "life-kgpu-agent-7xk2p", "namespace": "kgpu-helm",
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "life-kgpu-agent",
+                                             "uid": ds["metadata"]["uid"], "controller": True}]},
+           "spec": {"nodeName": "gpu-node-1", "containers": [{"name": "agent", "image": "kgpu"}]}}
+    for obj in (node, pod):
+        with open(os.path.join(work, "obj.json"), "w") as f:
+            json.dump(obj, f)
+        r = k("create", "-f", os.path.join(work, "obj.json"))
+        check(r.returncode == 0, f"create {obj['kind']}", r.stderr[-300:])
+    as_pod = {"POD_NAME": "life-kgpu-agent-7xk2p", "POD_NAMESPACE": "kgpu-helm"}
+    api = ["--kubeconfig", os.environ["KUBECONFIG"]]
+    live = "the agent can read its pod and its DaemonSet"
+    proc, port, log = start_agent(ds, configs, as_pod, api)
+    check(port is not None and wait_for(lambda: live in log()), "the agent runs as the release's pod", log()[-600:])
+    r = h("upgrade", "life", chart, "-f", nvidia_values, "--set", "migStrategy=single")
+    check(r.returncode == 0, "helm upgrade (labels' life)", r.stderr[-300:])
+    check(stop_agent(proc) == 0 and os.path.exists(features), "helm upgrade: the node labels are kept", log()[-400:])
+    check("node labels kept: DaemonSet kgpu-helm/life-kgpu-agent exists" in log(), "... and the agent says why")
+    proc, port, log = start_agent(get("daemonset", "life-kgpu-agent"), configs, as_pod, api)
+    check(port is not None and wait_for(lambda: live in log()) and os.path.exists(features),
+          "the upgraded agent starts with the labels still there", log()[-600:])
+    r = h("uninstall", "life")
+    check(r.returncode == 0, "helm uninstall (labels' life)", r.stderr[-300:])
+    check(stop_agent(proc) == 0 and not os.path.exists(features), "helm uninstall: the node labels are removed",
+          log()[-400:])
+    check("uninstall: DaemonSet kgpu-helm/life-kgpu-agent is gone" in log(), "... and the agent says why")
 finally:
-    if agent:
-        agent.kill()
+    for p in agent_runs if "agent_runs" in dir() else []:
+        if p.poll() is None:
+            p.kill()
     server.terminate()
     server.wait(timeout=10)
     if not failures:
