@@ -12,26 +12,7 @@ server_bin=$1
 helm_bin=$2
 kubectl_bin=$3
 chart=$4
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-# expect_contains DESCRIPTION NEEDLE TEXT
-expect_contains() {
-  if [[ "$3" != *"$2"* ]]; then fail "$1: expected to contain [$2], got: $3"; else echo "ok: $1"; fi
-}
-# expect_eq DESCRIPTION EXPECTED ACTUAL
-expect_eq() {
-  if [[ "$3" != "$2" ]]; then fail "$1: expected [$2], got [$3]"; else echo "ok: $1"; fi
-}
+source "$(dirname "$0")/checks.sh"
 
 "$server_bin" --tls --cert-dir "$work/certs" --token s3cret --kubeconfig "$work/kubeconfig" --port-file "$work/port" \
   --resource rbac.authorization.k8s.io/v1/clusterroles/ClusterRole/cluster \

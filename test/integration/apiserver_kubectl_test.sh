@@ -8,22 +8,7 @@
 set -uo pipefail
 server_bin=$1
 kubectl_bin=$2
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-# expect_contains DESCRIPTION NEEDLE TEXT
-expect_contains() {
-  if [[ "$3" != *"$2"* ]]; then fail "$1: expected to contain [$2], got: $3"; else echo "ok: $1"; fi
-}
+source "$(dirname "$0")/checks.sh"
 
 "$server_bin" --tls --cert-dir "$work/certs" --token s3cret --kubeconfig "$work/kubeconfig" \
   --port-file "$work/port" --bookmark-interval-ms 200 > "$work/server.log" 2>&1 &

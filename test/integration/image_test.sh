@@ -21,19 +21,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "skip: needs root to chroot into the unpacked image and mount its read-only root"
   exit 77
 fi
-work=$(mktemp -d)
-agent_pid=
-cleanup() {
-  [ -n "$agent_pid" ] && kill -KILL "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-ok() { echo "ok: $*"; }
+source "$(dirname "$0")/checks.sh"
 check() {  # check DESCRIPTION COMMAND...
   local what=$1
   shift
