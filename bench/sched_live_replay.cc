@@ -44,6 +44,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "sched/fragmentation.h"
+#include "scheduler/metrics.h"
 #include "sched/framework.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
@@ -408,7 +409,27 @@ int main(int argc, char** argv) {
     const std::string l = fmt::format("verb=\"{}\"", verb);
     const double n = metric(m, "kgpu_scheduler_attempt_duration_seconds_count", l).value_or(0);
     const double sum = metric(m, "kgpu_scheduler_attempt_duration_seconds_sum", l).value_or(0);
-    fmt::print("  inside the scheduler, {}: mean {:.2f} ms over {}\n", verb, n > 0 ? 1000 * sum / n : 0.0, n);
+    // The histogram's bucket at or above the 99th percentile (cumulative buckets, all results).
+    std::string p99 = "-";
+    for (double le : kgpu::scheduler::Metrics::kBuckets) {
+      const std::string le_label = fmt::format("le=\"{}\"", le);
+      double below = 0;
+      for (size_t pos = 0; pos < m.size();) {
+        size_t end = m.find('\n', pos);
+        if (end == std::string::npos) end = m.size();
+        const std::string_view line(m.data() + pos, end - pos);
+        pos = end + 1;
+        if (line.starts_with("kgpu_scheduler_attempt_duration_seconds_bucket{") && line.find(l) != line.npos &&
+            line.find(le_label) != line.npos)
+          below += std::strtod(std::string(line.substr(line.rfind(' ') + 1)).c_str(), nullptr);
+      }
+      if (n > 0 && below >= 0.99 * n) {
+        p99 = fmt::format("<= {:g} ms", le * 1000);
+        break;
+      }
+    }
+    fmt::print("  inside the scheduler, {}: mean {:.2f} ms, p99 {} over {}\n", verb, n > 0 ? 1000 * sum / n : 0.0, p99,
+               n);
   }
   fmt::print("live allocation ratio ({}): {}\n", kShared, live ? fmt::format("{:.4f}", *live) : "(no metric)");
   if (o.mode == "replay")
