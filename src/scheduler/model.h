@@ -102,6 +102,12 @@ struct GpuScheduler::Impl {
     std::unordered_map<std::string, std::pair<size_t, int>> gpu_at;
     std::optional<sched::Framework> framework;
     std::vector<sched::TaskShape> workload;
+    // The last filter's candidate names and what they resolved to: kube-scheduler sends the same
+    // feasible nodes call after call, and comparing the list is much cheaper than looking up
+    // thousands of names. Valid for this pool's node_index (a rebuilt pool starts empty).
+    std::vector<std::string> last_candidates;
+    std::vector<char> last_allowed;     // per pool node
+    std::vector<size_t> last_unknown;   // positions in last_candidates not in node_index
   };
 
   SchedulerOptions opt;

@@ -157,13 +157,22 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
       return d;
     }
     sp->name = info.ns + "/" + info.name;
-    std::vector<char> allowed(pool->cluster->nodes().size(), 0);
-    for (const auto& name : args.node_names) {
-      const auto it = pool->node_index.find(name);
-      if (it != pool->node_index.end()) {
-        allowed[it->second] = 1;
-        continue;
+    if (args.node_names != pool->last_candidates) {
+      pool->last_allowed.assign(pool->cluster->nodes().size(), 0);
+      pool->last_unknown.clear();
+      for (size_t i = 0; i < args.node_names.size(); ++i) {
+        const auto it = pool->node_index.find(args.node_names[i]);
+        if (it != pool->node_index.end()) {
+          pool->last_allowed[it->second] = 1;
+        } else {
+          pool->last_unknown.push_back(i);
+        }
       }
+      pool->last_candidates = args.node_names;
+    }
+    const std::vector<char>& allowed = pool->last_allowed;
+    for (const size_t i : pool->last_unknown) {
+      const std::string& name = args.node_names[i];
       const auto n = im.nodes.find(name);
       std::string why =
           n == im.nodes.end() ? "node unknown to kgpu"

@@ -202,6 +202,37 @@ TEST_F(Model, OnlyTheGivenNodesAreCandidatesAndUnknownOnesAreUnresolvable) {
                           "(kgpu.io/gpus), 1 node unknown to kgpu.");
 }
 
+// The candidate list is resolved once and reused while it repeats: a changed list, a node that
+// arrives later, and a rebuilt pool each resolve it again.
+TEST_F(Model, RepeatedCandidateListsAreResolvedAgainWhenTheyOrTheNodesChange) {
+  auto s = make();
+  s->upsert_node(node("n1", 4));
+  s->upsert_node(node("n2", 4));
+  const std::vector<std::string> both{"n1", "n2", "late"};
+  auto a = s->filter(args_for(pod("a", 1), both));
+  ASSERT_TRUE(a.node);
+  const std::string first = *a.node;
+  const std::string other = first == "n1" ? "n2" : "n1";
+  // Only the other node this time: the previous list's answer must not leak in.
+  auto b = s->filter(args_for(pod("b", 1), {other, "late"}));
+  ASSERT_TRUE(b.node);
+  EXPECT_EQ(*b.node, other);
+  // The same list twice in a row, with a node that is unknown the first time and known the second.
+  auto c = s->filter(args_for(pod("c", 8), {"late"}));
+  EXPECT_FALSE(c.node);
+  EXPECT_EQ(c.result.unresolvable.at("late"), "node unknown to kgpu");
+  s->upsert_node(node("late", 8));
+  auto c2 = s->filter(args_for(pod("c", 8), {"late"}));
+  ASSERT_TRUE(c2.node) << c2.message;
+  EXPECT_EQ(*c2.node, "late");
+  // A node removed between two equal lists is no candidate any more.
+  ASSERT_TRUE(s->filter(args_for(pod("d0", 1), {other})).node);
+  s->remove_node(other);
+  auto d = s->filter(args_for(pod("d", 1), {other}));
+  EXPECT_FALSE(d.node);
+  EXPECT_EQ(d.result.unresolvable.at(other), "node unknown to kgpu");
+}
+
 TEST_F(Model, ReportsPlacePodsOfOtherSchedulersAndDeletionsFreeThem) {
   auto s = make();
   s->upsert_node(node("n1", 2));
