@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <algorithm>
+
 #include "common/json_guard.h"
 
 namespace kgpu::scheduler {
@@ -40,6 +42,22 @@ std::string str_or(const json& j, const char* key) {
 }
 
 }  // namespace
+
+void ExtenderArgs::set_node_names(const std::vector<std::string_view>& names) {
+  size_t total = 0;
+  for (const auto n : names) total += n.size();
+  auto buffer = std::make_unique<char[]>(std::max<size_t>(total, 1));
+  std::vector<std::string_view> views;
+  views.reserve(names.size());
+  char* at = buffer.get();
+  for (const auto n : names) {
+    std::copy(n.begin(), n.end(), at);
+    views.emplace_back(at, n.size());
+    at += n.size();
+  }
+  names_buffer_ = std::move(buffer);
+  node_names = std::move(views);
+}
 
 // ExtenderArgs is the one request of every scheduling decision, and with NodeNames it carries every
 // candidate's name (100 kB at 5,000 nodes): it is parsed with simdjson, and only the pod (and, in the
@@ -99,15 +117,17 @@ Result<ExtenderArgs> parse_extender_args(std::string_view body) {
     if (list.size() > kMaxExtenderNodes)
       return fail(ErrorCode::kInvalidArgument, "{}: NodeNames: {} names, more than the {} accepted", what, list.size(),
                   kMaxExtenderNodes);
-    out.node_names.reserve(list.size());
+    std::vector<std::string_view> found;  // into the parser's buffer until set_node_names copies them
+    found.reserve(list.size());
     size_t i = 0;
     for (sj::dom::element e : list) {
       std::string_view name;
       if (e.get_string().get(name) != sj::SUCCESS)
         return fail(ErrorCode::kInvalidArgument, "{}: NodeNames[{}]: not a string", what, i);
-      out.node_names.emplace_back(name);
+      found.push_back(name);
       ++i;
     }
+    out.set_node_names(found);
     return out;
   }
   if (has_nodes && nodes.is_object()) {
@@ -118,15 +138,17 @@ Result<ExtenderArgs> parse_extender_args(std::string_view body) {
     if (list.size() > kMaxExtenderNodes)
       return fail(ErrorCode::kInvalidArgument, "{}: Nodes.items: {} nodes, more than the {} accepted", what,
                   list.size(), kMaxExtenderNodes);
+    std::vector<std::string_view> found;
     size_t i = 0;
     for (sj::dom::element n : list) {
       sj::dom::element name;
       if (!n.is_object() || n.at_key("metadata").at_key("name").get(name) != sj::SUCCESS || !name.is_string())
         return fail(ErrorCode::kInvalidArgument, "{}: Nodes.items[{}].metadata.name: missing", what, i);
-      out.node_names.emplace_back(name.get_string().value_unsafe());
+      found.push_back(name.get_string().value_unsafe());
       out.nodes.push_back(to_nlohmann(n));
       ++i;
     }
+    out.set_node_names(found);
     return out;
   }
   if ((has_names && !names.is_null()) || (has_nodes && !nodes.is_null()))

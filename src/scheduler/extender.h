@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -27,11 +28,27 @@ inline constexpr int kMaxExtenderPriority = 10;  // extenderv1.MaxExtenderPriori
 
 // ExtenderArgs: the pod and the candidate nodes, as full objects ("Nodes", nodeCacheCapable false)
 // or as names ("NodeNames", nodeCacheCapable true).
+//
+// The names are views into one buffer the args own (one allocation per request rather than one per
+// name: 5,000 names arrive with every decision). The views stay valid while the args live, moves
+// included; the args cannot be copied.
 struct ExtenderArgs {
+  ExtenderArgs() = default;
+  ExtenderArgs(ExtenderArgs&&) = default;
+  ExtenderArgs& operator=(ExtenderArgs&&) = default;
+  ExtenderArgs(const ExtenderArgs&) = delete;
+  ExtenderArgs& operator=(const ExtenderArgs&) = delete;
+
+  // Replaces the names (tests, and the Nodes form).
+  void set_node_names(const std::vector<std::string_view>& names);
+
   nlohmann::json pod;
-  std::vector<std::string> node_names;  // in the order received, either way
-  bool names_only = false;              // NodeNames was sent
-  std::vector<nlohmann::json> nodes;    // the objects when Nodes was sent (same order as node_names)
+  std::vector<std::string_view> node_names;  // in the order received, either way
+  bool names_only = false;                   // NodeNames was sent
+  std::vector<nlohmann::json> nodes;         // the objects when Nodes was sent (same order as node_names)
+
+ private:
+  std::unique_ptr<char[]> names_buffer_;  // the bytes node_names point into (stable across moves)
 };
 Result<ExtenderArgs> parse_extender_args(std::string_view body);
 

@@ -138,7 +138,7 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
     im.maybe_refresh();
     ++im.st.filters;
     if (info.resource.empty()) {  // not a GPU pod (managedResources empty): no opinion
-      d.result.nodes = args.node_names;
+      d.result.nodes.assign(args.node_names.begin(), args.node_names.end());
       d.message = "no GPU requested";
       im.metrics.observe_filter("passed", im.clock.steady_now() - started);
       return d;
@@ -157,22 +157,22 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
       return d;
     }
     sp->name = info.ns + "/" + info.name;
-    if (args.node_names != pool->last_candidates) {
+    if (!std::ranges::equal(args.node_names, pool->last_candidates)) {
       pool->last_allowed.assign(pool->cluster->nodes().size(), 0);
       pool->last_unknown.clear();
       for (size_t i = 0; i < args.node_names.size(); ++i) {
-        const auto it = pool->node_index.find(args.node_names[i]);
+        const auto it = pool->node_index.find(std::string(args.node_names[i]));  // only when the list changed
         if (it != pool->node_index.end()) {
           pool->last_allowed[it->second] = 1;
         } else {
           pool->last_unknown.push_back(i);
         }
       }
-      pool->last_candidates = args.node_names;
+      pool->last_candidates.assign(args.node_names.begin(), args.node_names.end());
     }
     const std::vector<char>& allowed = pool->last_allowed;
     for (const size_t i : pool->last_unknown) {
-      const std::string& name = args.node_names[i];
+      const std::string name(args.node_names[i]);
       const auto n = im.nodes.find(name);
       std::string why =
           n == im.nodes.end() ? "node unknown to kgpu"
@@ -233,7 +233,7 @@ std::vector<std::pair<std::string, int64_t>> GpuScheduler::prioritize(const Exte
   const auto a = impl_->assumed.find(key);
   std::vector<std::pair<std::string, int64_t>> out;
   for (const auto& n : args.node_names)
-    out.emplace_back(n, a != impl_->assumed.end() && a->second.node == n ? kMaxExtenderPriority : 0);
+    out.emplace_back(std::string(n), a != impl_->assumed.end() && a->second.node == n ? kMaxExtenderPriority : 0);
   return out;
 }
 

@@ -11,11 +11,13 @@ namespace {
 
 using nlohmann::json;
 
+std::vector<std::string> names_of(const ExtenderArgs& a) { return {a.node_names.begin(), a.node_names.end()}; }
+
 TEST(Extender, ArgsInEitherFormAndRepliesInTheSameForm) {
   auto names = parse_extender_args(R"({"Pod":{"metadata":{"name":"p","uid":"u"}},"Nodes":null,"NodeNames":["a","b"]})");
   ASSERT_TRUE(names) << names.error().message;
   EXPECT_TRUE(names->names_only);
-  EXPECT_EQ(names->node_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(names_of(*names), (std::vector<std::string>{"a", "b"}));
   const json r1 = json::parse(encode_filter_result({{"b"}, {{"a", "why"}}, {}, ""}, *names));
   EXPECT_EQ(r1["NodeNames"], json::array({"b"}));
   EXPECT_TRUE(r1["Nodes"].is_null());
@@ -38,8 +40,13 @@ TEST(Extender, ArgsInEitherFormAndRepliesInTheSameForm) {
 TEST(Extender, LargeAndEscapedNodeListsParseTheSameWay) {
   auto escaped = parse_extender_args(R"({"Pod":{"metadata":{"name":"p\u0031"}},"NodeNames":["a\u0062","c\"d"]})");
   ASSERT_TRUE(escaped) << escaped.error().message;
-  EXPECT_EQ(escaped->node_names, (std::vector<std::string>{"ab", "c\"d"}));
-  EXPECT_EQ(escaped->pod["metadata"]["name"], "p1");
+  EXPECT_EQ(names_of(*escaped), (std::vector<std::string>{"ab", "c\"d"}));
+  // The names live in the args: moving them keeps the views valid, and the parser's next use
+  // does not touch them.
+  ExtenderArgs moved = std::move(*escaped);
+  ASSERT_TRUE(parse_extender_args(R"({"Pod":{"metadata":{"name":"q"}},"NodeNames":["zz","yy"]})"));
+  EXPECT_EQ(names_of(moved), (std::vector<std::string>{"ab", "c\"d"}));
+  EXPECT_EQ(moved.pod["metadata"]["name"], "p1");
   const auto body = [](size_t count, size_t width) {
     std::string b = R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":[)";
     for (size_t i = 0; i < count; ++i) {
@@ -144,10 +151,10 @@ json pod(const std::string& name, int units, const std::string& node = "", const
   return p;
 }
 
-ExtenderArgs args_for(const json& p, std::vector<std::string> nodes) {
+ExtenderArgs args_for(const json& p, const std::vector<std::string>& nodes) {
   ExtenderArgs a;
   a.pod = p;
-  a.node_names = std::move(nodes);
+  a.set_node_names({nodes.begin(), nodes.end()});
   a.names_only = true;
   return a;
 }
