@@ -63,7 +63,9 @@ void probe_owner_access(ApiAccess& access, const std::string& pod) {
                   {log::kv("pod", ns + "/" + pod)});
         return;
       }
-      for (int i = 0; i < 20 && !stop.stop_requested(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::mutex mu;
+      std::unique_lock lock(mu);
+      std::condition_variable_any().wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
     }
     if (!stop.stop_requested()) {
       log::info("the agent cannot read its pod and its DaemonSet: at shutdown, a refused read keeps the node labels",

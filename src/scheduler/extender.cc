@@ -71,6 +71,10 @@ namespace sj = simdjson;
 // own, freed after the call, so that one large request does not pin its memory in every worker.
 constexpr size_t kReusedParserBytes = 4u << 20;
 
+// The reused parser's first buffers: enough for 5,000 names (100 kB); parse() grows them to a
+// larger body's size (up to kReusedParserBytes), and they are kept for the thread's next request.
+constexpr size_t kReusedParserStartBytes = 128u << 10;
+
 sj::dom::parser make_parser(size_t capacity) {
   sj::dom::parser p(kMaxExtenderBody);
   if (p.allocate(capacity, kMaxExtenderDepth) != sj::SUCCESS) {
@@ -89,7 +93,7 @@ Result<ExtenderArgs> parse_extender_args(std::string_view body) {
   if (body.size() > kMaxExtenderBody)
     return fail(ErrorCode::kInvalidArgument, "{}: body of {} bytes is larger than the {} accepted", what, body.size(),
                 kMaxExtenderBody);
-  thread_local sj::dom::parser reused = make_parser(kReusedParserBytes);
+  thread_local sj::dom::parser reused = make_parser(kReusedParserStartBytes);
   sj::dom::parser large = body.size() > kReusedParserBytes ? make_parser(body.size()) : sj::dom::parser(0);
   sj::dom::parser& parser = body.size() > kReusedParserBytes ? large : reused;
   sj::dom::element root;
