@@ -18,7 +18,7 @@ source "$(dirname "$0")/checks.sh"
   --resource rbac.authorization.k8s.io/v1/clusterroles/ClusterRole/cluster \
   --resource example.kgpu.dev/v1/widgets/Widget > "$work/server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+eventually 100 [ -s "$work/port" ]
 [ -s "$work/port" ] || { cat "$work/server.log"; echo "FAIL: the server did not start" >&2; exit 1; }
 port=$(cat "$work/port")
 export KUBECONFIG=$work/kubeconfig HELM_CACHE_HOME=$work/helm/cache HELM_CONFIG_HOME=$work/helm/config \

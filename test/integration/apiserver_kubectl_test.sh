@@ -13,7 +13,7 @@ source "$(dirname "$0")/checks.sh"
 "$server_bin" --tls --cert-dir "$work/certs" --token s3cret --kubeconfig "$work/kubeconfig" \
   --port-file "$work/port" --bookmark-interval-ms 200 > "$work/server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+eventually 100 [ -s "$work/port" ]
 [ -s "$work/port" ] || { cat "$work/server.log"; echo "FAIL: the server did not start" >&2; exit 1; }
 port=$(cat "$work/port")
 export KUBECONFIG=$work/kubeconfig
@@ -54,7 +54,7 @@ expect_contains "uid and creationTimestamp set" "trainer" "$(k get pod trainer -
 k get pods -w --output-watch-events > "$work/watch.out" &
 watch_pid=$!
 # Its first line is the list: the watch starts from the list's resourceVersion, so what follows is seen.
-for _ in $(seq 300); do [ -s "$work/watch.out" ] && break; sleep 0.05; done
+eventually 150 [ -s "$work/watch.out" ]
 expect_contains "merge patch" "patched" "$(k patch pod trainer --type=merge -p '{"metadata":{"annotations":{"a":"1"}}}')"
 expect_contains "json patch" "patched" "$(k patch pod trainer --type=json -p '[{"op":"add","path":"/metadata/labels/tier","value":"gold"}]')"
 expect_contains "strategic patch" "patched" "$(k patch pod trainer -p '{"spec":{"containers":[{"name":"sidecar","image":"busybox:1.37"}]}}')"
@@ -70,7 +70,7 @@ expect_contains "label selector" "trainer" "$(k get pods -l 'team=ml,tier in (go
 expect_contains "field selector" "No resources found" "$(k get pods --field-selector status.phase=Pending)"
 expect_contains "unsupported field selector" "field label not supported: spec.bogus" "$(k get pods --field-selector spec.bogus=1)"
 expect_contains "delete" 'pod "trainer" deleted' "$(k delete pod trainer)"
-for _ in $(seq 200); do grep -q DELETED "$work/watch.out" && break; sleep 0.1; done
+eventually 200 grep -q DELETED "$work/watch.out"
 kill "$watch_pid" 2>/dev/null
 wait "$watch_pid" 2>/dev/null
 out=$(cat "$work/watch.out")
@@ -86,7 +86,7 @@ k delete configmap held > "$work/delete.out" &
 delete_pid=$!
 # kubectl has sent the DELETE and now watches the object (sendInitialEvents) for it to go.
 waiting_watch() { admin GET requests | grep -q 'metadata.name=held'; }
-for _ in $(seq 300); do waiting_watch && break; sleep 0.05; done
+eventually 150 waiting_watch
 waiting_watch && echo "ok: kubectl watches for the deletion" || fail "kubectl did not watch the object after DELETE"
 expect_contains "deletionTimestamp set" "Z" "$(k get configmap held -o jsonpath='{.metadata.deletionTimestamp}')"
 kill -0 "$delete_pid" 2>/dev/null && echo "ok: delete waits on the finalizer" || fail "kubectl delete returned before the finalizer was removed"

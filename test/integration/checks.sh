@@ -27,3 +27,14 @@ expect_contains() {
 expect_eq() {
   if [[ "$3" != "$2" ]]; then fail "$1: expected [$2], got [$3]"; else ok "$1"; fi
 }
+# eventually TENTHS COMMAND...: runs COMMAND every 0.1 s until it succeeds, at most TENTHS times;
+# its status is the last run's (polls a condition the test waits for, never a fixed wait).
+eventually() {
+  local tries=$1
+  shift
+  for ((n = 1; n < tries; n++)); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  "$@"
+}

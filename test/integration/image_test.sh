@@ -152,10 +152,10 @@ else
   done
   check "DCGM_FI_DEV_* series for each of the $gpus GPUs (missing:${missing:- none})" [ -z "$missing" ]
   check "the device-plugin socket in the mounted kubelet directory" [ -S "$work/host/device-plugins/nvidia-gpu.sock" ]
-  for _ in $(seq 50); do [ -s "$work/host/features.d/gfd" ] && break; sleep 0.1; done
+  eventually 50 [ -s "$work/host/features.d/gfd" ]
   check "GFD labels in the mounted features.d" grep -q '^nvidia.com/gpu.count=' "$work/host/features.d/gfd"
   kill -TERM "$agent_pid"
-  for _ in $(seq 50); do kill -0 "$agent_pid" 2>/dev/null || break; sleep 0.1; done
+  eventually 50 eval '! kill -0 "$agent_pid" 2>/dev/null'
   if kill -0 "$agent_pid" 2>/dev/null; then
     fail "the agent did not stop within 5 s of SIGTERM"
   else
