@@ -89,6 +89,7 @@ server = subprocess.Popen(
      "--resource", "monitoring.coreos.com/v1/prometheusrules/PrometheusRule",
      "--resource", "nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/NodeFeatureRule/cluster"],
     stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "apiserver.log"), "w"))
+agent_runs = []  # every agent process started, killed at exit if still running
 try:
     for _ in range(100):
         if os.path.exists(os.path.join(work, "port")) and os.path.getsize(os.path.join(work, "port")):
@@ -286,7 +287,6 @@ try:
     # Host paths are the DaemonSet's mount paths, moved under a temporary root; the port is any free one.
     root = os.path.join(work, "node")
     features = os.path.join(root, "etc/kubernetes/node-feature-discovery/features.d/gfd")
-    agent_runs = []
 
     def start_agent(ds, configs, extra_env=None, extra_args=()):
         """Starts kgpu as the DaemonSet's container would run; returns (process, port or None, log text)."""
@@ -404,7 +404,7 @@ try:
           log()[-400:])
     check("uninstall: DaemonSet kgpu-helm/life-kgpu-agent is gone" in log(), "... and the agent says why")
 finally:
-    for p in agent_runs if "agent_runs" in dir() else []:
+    for p in agent_runs:
         if p.poll() is None:
             p.kill()
     server.terminate()
