@@ -13,10 +13,15 @@ using nlohmann::json;
 
 namespace {
 
-Result<json> parse_body(std::string_view body, const char* what) {
+Result<void> within_size(std::string_view body, const char* what) {
   if (body.size() > kMaxExtenderBody)
     return fail(ErrorCode::kInvalidArgument, "{}: body of {} bytes is larger than the {} accepted", what, body.size(),
                 kMaxExtenderBody);
+  return {};
+}
+
+Result<json> parse_body(std::string_view body, const char* what) {
+  if (auto ok = within_size(body, what); !ok) return std::unexpected(ok.error());
   if (!json_depth_within(body, kMaxExtenderDepth))
     return fail(ErrorCode::kInvalidArgument, "{}: JSON nested deeper than {} levels", what, kMaxExtenderDepth);
   json j = json::parse(body, nullptr, false);
@@ -90,9 +95,7 @@ json to_nlohmann(sj::dom::element e) { return json::parse(sj::minify(e), nullptr
 
 Result<ExtenderArgs> parse_extender_args(std::string_view body) {
   constexpr const char* what = "ExtenderArgs";
-  if (body.size() > kMaxExtenderBody)
-    return fail(ErrorCode::kInvalidArgument, "{}: body of {} bytes is larger than the {} accepted", what, body.size(),
-                kMaxExtenderBody);
+  if (auto ok = within_size(body, what); !ok) return std::unexpected(ok.error());
   thread_local sj::dom::parser reused = make_parser(kReusedParserStartBytes);
   sj::dom::parser large = body.size() > kReusedParserBytes ? make_parser(body.size()) : sj::dom::parser(0);
   sj::dom::parser& parser = body.size() > kReusedParserBytes ? large : reused;
