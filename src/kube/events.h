@@ -1,20 +1,35 @@
-// Events through events.k8s.io/v1, aggregated so that a loop cannot flood the API.
+// Events through events.k8s.io/v1, written in the background and aggregated so that a loop cannot
+// flood the API.
 //
-// The first event for a (regarding object, type, reason, action, note) is created at once. Later
-// identical events within `series_window` become a series: the count and lastObservedTime are kept
-// locally and written with one PATCH at most every `series_flush` (and on flush()), as client-go's
-// event library does with its series. Distinct events are limited by a token bucket (burst 25,
-// refilled at `qps`); the excess is counted and dropped, never queued without bound.
+// record() never waits on the API: it decides what to write and queues it; one writer thread owned
+// by the recorder performs the writes in order. The queue holds at most `queue_limit` writes; a
+// write that does not fit is dropped and counted (as client-go's broadcaster drops when its channel
+// is full), so a slow or absent API server costs memory bounded by the limit, never a caller's time.
 //
-// Thread safety: record() may be called from any thread; writes happen on the caller's thread.
+// The first event for a (regarding object, type, reason, action, note) is created. Later identical
+// events within `series_window` become a series: the count and lastObservedTime are kept locally
+// and written with one PATCH at most every `series_flush` (and on flush()), as client-go's event
+// library does with its series. Distinct events are limited per regarding object by a token bucket
+// (burst `burst`, refilled at `qps`), as client-go's spam filter does per source and object; the
+// excess is counted and dropped. At most `max_objects` objects' buckets are kept (least recently
+// used first out).
+//
+// Thread safety: every method may be called from any thread. The writer uses `client`, which must
+// outlive the recorder; the destructor waits for the write in flight (bounded by the client's
+// timeout), drops what is still queued and joins the writer.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 #include "kube/client.h"
 
@@ -25,8 +40,10 @@ struct EventRecorderOptions {
   std::string reporting_instance;    // the pod or host
   std::chrono::milliseconds series_window{6 * 60 * 1000};
   std::chrono::milliseconds series_flush{30'000};
-  int burst = 25;
-  double qps = 1.0 / 5;  // distinct events, after the burst
+  int burst = 25;            // distinct events per regarding object at once
+  double qps = 1.0 / 300;    // distinct events per regarding object, after the burst
+  size_t max_objects = 4096;  // regarding objects whose buckets are kept
+  size_t queue_limit = 1000;  // writes waiting for the writer
 };
 
 // What an event is about: a v1 ObjectReference ({kind, namespace, name, uid, apiVersion}).
@@ -37,32 +54,57 @@ struct EventTarget {
 class EventRecorder {
  public:
   EventRecorder(Client& client, EventRecorderOptions options);
+  ~EventRecorder();
+  EventRecorder(const EventRecorder&) = delete;
+  EventRecorder& operator=(const EventRecorder&) = delete;
+
   // `type` is Normal or Warning; reason and action are cut to 128 characters, note to 1 kB.
   void record(const EventTarget& regarding, const std::string& type, const std::string& reason,
               const std::string& action, const std::string& note);
-  // Writes pending series counts now.
-  void flush();
-  uint64_t dropped() const;
-  uint64_t writes() const;
+  // Queues the pending series counts and waits until every queued write is done, at most `wait`;
+  // false when writes were still queued then.
+  bool flush(std::chrono::milliseconds wait = std::chrono::milliseconds::max());
+  uint64_t dropped() const;  // by the per-object limit or a full queue
+  uint64_t writes() const;   // creates and patches attempted
 
  private:
   struct Series {
     std::string ns, name;  // the Event object
     int64_t count = 1;
-    int64_t written_count = 1;
-    std::chrono::steady_clock::time_point first_seen, last_seen, last_write;
+    int64_t queued_count = 1;  // the count the last queued write carries
+    std::chrono::steady_clock::time_point last_seen, last_write;
     std::string last_observed;  // MicroTime
   };
-  bool take_token();
-  void write_series(Series& s);
+  struct Bucket {
+    double tokens;
+    std::chrono::steady_clock::time_point refilled;
+    std::list<std::string>::iterator lru;
+  };
+  struct Write {
+    bool create = false;
+    std::string ns, name;
+    std::string series_key;  // create: the series to forget if the create fails
+    nlohmann::json body;
+  };
+
+  bool take_token(const std::string& object, std::chrono::steady_clock::time_point now);
+  bool enqueue(Write w);  // false (and counted) when the queue is full
+  void queue_series(Series& s, std::chrono::steady_clock::time_point now);
+  void expire_series(std::chrono::steady_clock::time_point now);
+  void run();
 
   Client& client_;
   EventRecorderOptions options_;
   mutable std::mutex mu_;
+  std::condition_variable wake_, idle_;
   std::map<std::string, Series> series_;
-  double tokens_;
-  std::chrono::steady_clock::time_point refilled_;
+  std::unordered_map<std::string, Bucket> buckets_;
+  std::list<std::string> lru_;  // most recently used first
+  std::deque<Write> queue_;
+  bool busy_ = false, stop_ = false;
+  std::chrono::steady_clock::time_point expired_at_;
   uint64_t dropped_ = 0, writes_ = 0;
+  std::thread writer_;
 };
 
 }  // namespace kgpu::kube

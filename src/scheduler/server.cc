@@ -65,7 +65,13 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     return 1;
   }
   const std::string identity = o.identity.empty() ? default_identity() : o.identity;
-  kube::EventRecorder events(**client, kube::EventRecorderOptions{"kgpu.io/scheduler", identity});
+  // Events get their own client, so their writes never take the binds' QPS tokens or connections.
+  auto event_client = kube::Client::create(*cfg);
+  if (!event_client) {
+    log::error("cannot create the API client", {log::kv("error", event_client.error().message)});
+    return 1;
+  }
+  kube::EventRecorder events(**event_client, kube::EventRecorderOptions{"kgpu.io/scheduler", identity});
   auto sched = GpuScheduler::create(o.scheduler, client->get(), &events);
   if (!sched) {
     log::error("bad scheduler configuration", {log::kv("error", sched.error().message)});
@@ -230,7 +236,7 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   if (elector_thread.joinable()) elector_thread.join();
   pods.stop();
   nodes.stop();
-  events.flush();
+  events.flush(std::chrono::seconds(2));  // what is left after that is dropped
   return status;
 }
 

@@ -180,7 +180,7 @@ TEST(Events, IdenticalEventsBecomeOneSeries) {
   EXPECT_TRUE(e["eventTime"].get<std::string>().ends_with("Z"));
 }
 
-TEST(Events, SeriesWritesAreThrottledAndDistinctEventsLimited) {
+TEST(Events, SeriesWritesAreThrottledAndDistinctEventsLimitedPerObject) {
   StandIn server;
   auto c = client_for(token_config(server));
   EventRecorderOptions o;
@@ -192,13 +192,61 @@ TEST(Events, SeriesWritesAreThrottledAndDistinctEventsLimited) {
   EventRecorder rec(*c, o);
   const EventTarget pod{"v1", "Pod", "default", "loop", ""};
   for (int i = 0; i < 1000; ++i) rec.record(pod, "Normal", "Scheduled", "Binding", "same");
-  EXPECT_EQ(rec.writes(), 1u);  // one create; the series waits for the flush period
+  ASSERT_TRUE(eventually([&] { return rec.writes() == 1; }));  // one create; the series waits for the flush period
   for (int i = 0; i < 20; ++i) rec.record(pod, "Normal", "Scheduled", "Binding", "note " + std::to_string(i));
   EXPECT_EQ(rec.dropped(), 16u);  // burst 5: one spent above, four more distinct events written
+  // The limit is per object: another pod's event is written although "loop" has no token left.
+  rec.record(EventTarget{"v1", "Pod", "default", "other", ""}, "Normal", "Scheduled", "Binding", "note 0");
+  EXPECT_EQ(rec.dropped(), 16u);
+  rec.flush();
+  EXPECT_EQ(rec.writes(), 7u);  // 1 + 4 + 1 creates, and the series' patch
+  auto events = c->list_all(resources::kEventsV1, "default", {});
+  ASSERT_TRUE(events);
+  EXPECT_EQ(events->size(), 6u);
+  for (const json& e : *events) {
+    if (e["note"] == "same") {
+      EXPECT_EQ(e["series"]["count"], 1000);
+    }
+  }
+}
+
+TEST(Events, RecordNeverWaitsOnTheApiAndTheQueueIsBounded) {
+  StandIn server;
+  auto c = client_for(token_config(server));
+  // The first event write hangs for 5 s in the server.
+  server.fault({{"method", "POST"}, {"path", "/events"}, {"delayMs", 5000}, {"times", 1}});
+  EventRecorderOptions o;
+  o.reporting_controller = "kgpu.io/scheduler";
+  o.reporting_instance = "kgpu-0";
+  o.queue_limit = 10;
+  EventRecorder rec(*c, o);
+  const auto pod = [](int i) { return EventTarget{"v1", "Pod", "default", "p" + std::to_string(i), ""}; };
+  rec.record(pod(0), "Normal", "Scheduled", "Binding", "n");
+  ASSERT_TRUE(eventually([&] { return rec.writes() == 1; }));  // the writer holds it, waiting on the server
+  for (int i = 1; i < 50; ++i) rec.record(pod(i), "Normal", "Scheduled", "Binding", "n");
+  EXPECT_EQ(rec.writes(), 1u);
+  EXPECT_EQ(rec.dropped(), 39u);  // ten wait in the queue
+  rec.flush();
+  EXPECT_EQ(rec.writes(), 11u);
+  auto events = c->list_all(resources::kEventsV1, "default", {});
+  ASSERT_TRUE(events);
+  EXPECT_EQ(events->size(), 11u);
+}
+
+TEST(Events, AFailedCreateIsTriedAgainByTheNextIdenticalEvent) {
+  StandIn server;
+  auto c = client_for(token_config(server));
+  server.fault({{"method", "POST"}, {"path", "/events"}, {"status", 403}, {"times", 1}});
+  EventRecorder rec(*c, EventRecorderOptions{"kgpu.io/scheduler", "kgpu-0"});
+  const EventTarget pod{"v1", "Pod", "default", "p", ""};
+  rec.record(pod, "Warning", "FailedScheduling", "Scheduling", "no GPU");
+  rec.flush();
+  rec.record(pod, "Warning", "FailedScheduling", "Scheduling", "no GPU");
   rec.flush();
   auto events = c->list_all(resources::kEventsV1, "default", {});
   ASSERT_TRUE(events);
-  EXPECT_EQ(events->size(), 5u);
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0]["note"], "no GPU");
 }
 
 }  // namespace
