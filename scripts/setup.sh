@@ -12,7 +12,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libcpp-httplib-dev libsimdjson-dev libmicrohttpd-dev libssl-dev zlib1g-dev libbrotli-dev libcurl4-openssl-dev
+  libcpp-httplib-dev libsimdjson-dev libre2-dev libmicrohttpd-dev libssl-dev zlib1g-dev libbrotli-dev libcurl4-openssl-dev
   prometheus python3-kubernetes python3-yaml unzip openssl
   umoci skopeo ca-certificates
 )

@@ -3,10 +3,12 @@
 // exit codes. Collection from a live API server: test/integration/doctor_live_test.cc.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -693,6 +695,64 @@ TEST(DoctorRegression, DraOnlyNodesAndFirstAvailable) {
   ASSERT_NE(f, nullptr) << dump(fs);
   EXPECT_EQ(f->summary.find("DeviceClass ,"), std::string::npos) << dump(fs);
   EXPECT_TRUE(any_of(f->details, "none of the firstAvailable alternatives (gpu/big, gpu/small)")) << dump(fs);
+}
+
+}  // namespace
+}  // namespace kgpu::doctor
+
+namespace kgpu::doctor {
+namespace {
+
+// The dra-unsatisfiable fixture with its claim's selector replaced by `expression`.
+std::vector<Finding> dra_with_selector(const std::string& expression) {
+  std::ifstream in(kData + "dra-unsatisfiable/snapshot.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  bool replaced = false;
+  const std::function<void(nlohmann::json&)> walk = [&](nlohmann::json& x) {
+    if (x.is_object()) {
+      if (auto c = x.find("cel"); c != x.end() && c->is_object() && c->contains("expression") &&
+                                  (*c)["expression"].get<std::string>().find("40Gi") != std::string::npos) {
+        (*c)["expression"] = expression;
+        replaced = true;
+      }
+      for (auto& [k, v] : x.items()) walk(v);
+    } else if (x.is_array()) {
+      for (auto& v : x) walk(v);
+    }
+  };
+  walk(j);
+  EXPECT_TRUE(replaced);
+  const auto path = std::filesystem::temp_directory_path() / ("kgpu-dra-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << j.dump();
+  auto s = Snapshot::load({path.string()});
+  std::filesystem::remove(path);
+  EXPECT_TRUE(s.has_value());
+  return run(*s);
+}
+
+TEST(DoctorDra, SelectorsAreEvaluatedAsCel) {
+  // Satisfiable with a selector the old subset could not read: no finding.
+  auto fs = dra_with_selector(
+      R"(cel.bind(m, device.capacity["gpu.nvidia.com"].memory, m.compareTo(quantity("1Gi")) >= 0 && m.isLessThan(quantity("1Ti"))))");
+  EXPECT_EQ(find(fs, "dra-claim-unsatisfiable"), nullptr) << dump(fs);
+  // Unsatisfiable through a function the old subset took as "true".
+  fs = dra_with_selector(R"(device.attributes["gpu.nvidia.com"].productName.lowerAscii().matches("b200"))");
+  const Finding* f = find(fs, "dra-claim-unsatisfiable");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_NE(f->summary.find("no device satisfies claim request gpu"), std::string::npos) << f->summary;
+  // A type error is what the API server would refuse.
+  fs = dra_with_selector(R"(device.driver > 3)");
+  f = find(fs, "dra-claim-unsatisfiable");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_NE(f->summary.find("does not compile"), std::string::npos) << f->summary;
+  EXPECT_NE(f->summary.find("'_>_' applied to '(string, int)'"), std::string::npos) << f->summary;
+  // A lookup of an attribute the device lacks aborts the allocation in Kubernetes.
+  fs = dra_with_selector(R"(device.attributes["gpu.nvidia.com"].profile == "1g.10gb")");
+  f = find(fs, "dra-claim-unsatisfiable");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_NE(f->summary.find("no such key: profile"), std::string::npos) << f->summary;
+  EXPECT_NE(f->summary.find("aborts the allocation"), std::string::npos) << f->summary;
+  EXPECT_TRUE(any_of(f->fix, "has(device.attributes"));
 }
 
 }  // namespace

@@ -4,92 +4,34 @@
 #include <cctype>
 #include <set>
 
+#include "cel/cel.h"
 #include "doctor/diagnoser.h"
 
 namespace kgpu::doctor::detail {
 
-struct CelCheck {
-  enum Kind { kCapacity, kAttribute, kDriver, kUnknown } kind = kUnknown;
-  std::string domain, name, op, value;
-};
+namespace {
 
-// device.capacity["d"].n.compareTo(quantity("40Gi")) >= 0 | device.attributes["d"].n == "v" | device.driver == "d"
-CelCheck parse_cel(sv e) {
-  CelCheck c;
-  const auto quoted = [&](size_t from, size_t* end) -> std::string {
-    size_t a = e.find('"', from);
-    if (a == sv::npos) return {};
-    size_t b = e.find('"', a + 1);
-    if (b == sv::npos) return {};
-    *end = b + 1;
-    return std::string(e.substr(a + 1, b - a - 1));
-  };
-  const auto ident = [&](size_t from) {
-    size_t a = from;
-    while (a < e.size() && (e[a] == ']' || e[a] == '.')) ++a;
-    size_t b = a;
-    while (b < e.size() && (std::isalnum(static_cast<unsigned char>(e[b])) || e[b] == '_')) ++b;
-    return std::pair<std::string, size_t>(std::string(e.substr(a, b - a)), b);
-  };
-  if (auto pos = e.find("device.capacity["); pos != sv::npos) {
-    size_t end = 0;
-    c.domain = quoted(pos, &end);
-    auto [n, after] = ident(end);
-    c.name = n;
-    size_t q = e.find("quantity(", after);
-    if (q == sv::npos) return {};
-    c.value = quoted(q, &end);
-    for (sv op : {">=", "<=", "==", ">", "<"}) {
-      if (e.find(op, end) != sv::npos) {
-        c.op = op;
-        break;
-      }
+// The `device` a selector sees: the slice's driver, attributes by kind, capacities.
+cel::DeviceInput device_input(const k8s::Device& d, sv driver) {
+  cel::DeviceInput in;
+  in.driver = std::string(driver);
+  for (const auto& [name, a] : d.attributes) {
+    if (a.value == nullptr) continue;
+    if (a.type == "int") {
+      if (auto i = a.value->as_int()) in.attributes[std::string(name)] = *i;
+    } else if (a.type == "bool") {
+      if (auto b = a.value->as_bool()) in.attributes[std::string(name)] = *b;
+    } else if (a.type == "version") {
+      if (auto v = cel::Semver::parse(a.value->text())) in.attributes[std::string(name)] = *v;
+    } else {
+      in.attributes[std::string(name)] = std::string(a.value->text());
     }
-    c.kind = CelCheck::kCapacity;
-  } else if (pos = e.find("device.attributes["); pos != sv::npos) {
-    size_t end = 0;
-    c.domain = quoted(pos, &end);
-    auto [n, after] = ident(end);
-    c.name = n;
-    size_t eq = e.find("==", after);
-    if (eq == sv::npos) return {};
-    size_t vend = 0;
-    c.value = quoted(eq, &vend);
-    c.op = "==";
-    c.kind = CelCheck::kAttribute;
-  } else if (pos = e.find("device.driver"); pos != sv::npos) {
-    size_t end = 0;
-    c.value = quoted(pos, &end);
-    c.kind = CelCheck::kDriver;
   }
-  return c;
+  for (const auto& [name, q] : d.capacity) in.capacity[std::string(name)] = *q;
+  return in;
 }
 
-bool cel_holds(const CelCheck& c, const k8s::Device& d, sv driver) {
-  switch (c.kind) {
-    case CelCheck::kDriver:
-      return driver == c.value;
-    case CelCheck::kAttribute: {
-      auto it = d.attributes.find(c.name);
-      if (it == d.attributes.end() || it->second.value == nullptr) return false;
-      return it->second.value->text() == c.value;
-    }
-    case CelCheck::kCapacity: {
-      auto it = d.capacity.find(c.name);
-      auto want = k8s::Quantity::parse(c.value);
-      if (it == d.capacity.end() || !want) return false;
-      const auto cmp = it->second.value <=> *want;
-      if (c.op == ">=") return cmp >= 0;
-      if (c.op == ">") return cmp > 0;
-      if (c.op == "<=") return cmp <= 0;
-      if (c.op == "<") return cmp < 0;
-      return cmp == 0;
-    }
-    case CelCheck::kUnknown:
-      return true;
-  }
-  return true;
-}
+}  // namespace
 
 std::optional<Finding> Diagnoser::dra(const PodObj& p) {
   if (s_.nodes.empty()) return std::nullopt;  // snapshot-no-nodes
@@ -129,30 +71,69 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
       out.fix.push_back("kubectl get deviceclasses");
       return false;
     }
-    std::vector<CelCheck> checks;
+    // Compiled as the API server does; a selector that does not compile never allocates.
+    struct Selector {
+      cel::Program program;
+      bool of_class;
+    };
+    std::vector<Selector> selectors;
     std::vector<std::string> exprs;
-    for (const auto& sel : dc->v.selectors) checks.push_back(parse_cel(*sel.expression));
-    for (const auto& sel : sub.selectors) {
-      checks.push_back(parse_cel(*sel.expression));
-      exprs.emplace_back(*sel.expression);
-    }
+    std::vector<std::string> capacities;
+    const auto add = [&](sv expression, bool of_class) {
+      auto prog = cel::compile(expression);
+      if (!prog) {
+        out.summary = fmt::format("the CEL selector of {} does not compile: {}",
+                                  of_class ? fmt::format("DeviceClass {}", cls) : fmt::format("claim request {}", req_name),
+                                  prog.error().message);
+        out.details.push_back(fmt::format("selector: {}", expression));
+        out.fix.push_back("fix the expression; kubectl apply --dry-run=server shows the API server's own error");
+        return false;
+      }
+      if (!of_class) {
+        exprs.emplace_back(expression);
+        for (auto& c : prog->capacities_read()) capacities.push_back(c.substr(c.rfind('/') + 1));
+      }
+      selectors.push_back(Selector{std::move(*prog), of_class});
+      return true;
+    };
+    for (const auto& sel : dc->v.selectors)
+      if (!add(*sel.expression, true)) return false;
+    for (const auto& sel : sub.selectors)
+      if (!add(*sel.expression, false)) return false;
     const int64_t want = sub.allocation_mode.value_or("ExactCount") == "All" ? 1 : sub.count.value_or(1);
     int64_t free_ok = 0, total = 0, ok_taken = 0;
     std::string best_seen;
     for (const auto& sl : s_.slices) {
       for (const auto& d : sl.v.devices) {
-        bool driver_ok = true;
-        for (const auto& c : checks) {
-          if (c.kind == CelCheck::kDriver && !cel_holds(c, d, *sl.v.driver)) driver_ok = false;
-        }
-        if (!driver_ok) continue;
-        ++total;
-        bool ok = true;
-        for (const auto& c : checks) {
-          if (c.kind == CelCheck::kCapacity && best_seen.empty()) {
-            if (auto it = d.capacity.find(c.name); it != d.capacity.end()) best_seen = c.name;
+        const cel::DeviceInput in = device_input(d, *sl.v.driver);
+        // The class's selectors first, then the request's, each device in turn; an evaluation
+        // error aborts the whole allocation in Kubernetes.
+        bool ok = true, of_class = true;
+        for (const auto& sel : selectors) {
+          if (!sel.of_class && of_class) {
+            of_class = false;
+            ++total;
           }
-          if (!cel_holds(c, d, *sl.v.driver)) ok = false;
+          auto r = sel.program.matches(in);
+          if (!r) {
+            out.summary = fmt::format(
+                "the CEL selector of {} fails on device {} (driver {}, pool {}): {}; Kubernetes aborts the allocation",
+                sel.of_class ? fmt::format("DeviceClass {}", cls) : fmt::format("claim request {}", req_name), d.name,
+                *sl.v.driver, *sl.v.pool_name, r.error().message);
+            out.details.push_back(fmt::format("selector: {}", sel.program.source()));
+            out.fix.push_back("guard attribute lookups with has(device.attributes[\"<domain>\"].<name>)");
+            out.fix.push_back("kubectl get resourceslices -o yaml  # the attributes the device publishes");
+            return false;
+          }
+          if (!*r) {
+            ok = false;
+            break;
+          }
+        }
+        if (of_class && ok) ++total;  // no request selectors
+        if (!of_class && best_seen.empty()) {
+          for (const auto& c : capacities)
+            if (best_seen.empty() && d.capacity.find(c) != d.capacity.end()) best_seen = c;
         }
         if (!ok) continue;
         if (taken.contains(fmt::format("{}/{}/{}", *sl.v.driver, *sl.v.pool_name, d.name))) {
