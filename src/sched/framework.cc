@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <string_view>
+#include <typeinfo>
 #include <unordered_map>
 
 #include "k8s/predicates.h"
@@ -64,17 +65,23 @@ class TaintFilter : public FilterPlugin {
 
 class ResourceFilter : public FilterPlugin {
  public:
-  const char* name() const override { return "NodeResourcesFit"; }
+  static constexpr const char* kName = "NodeResourcesFit";
+  const char* name() const override { return kName; }
   FitStatus filter(const Pod& pod, const NodeState& node) const override {
     if (pod.num_gpu > 0 && !model_allowed(pod.gpu_models, node.gpu_model)) return {FitCode::kGpuModel, name()};
-    if (node.cpu_free < pod.cpu_milli) return {FitCode::kInsufficient, name(), "cpu"};
-    if (node.memory_free < pod.memory_mib) return {FitCode::kInsufficient, name(), "memory"};
+    return room_fits(pod, NodeRoom::of(node));
+  }
+  // The checks after the GPU model: on what placements change only, so the incremental path
+  // re-checks a changed node from Cluster::room alone.
+  static FitStatus room_fits(const Pod& pod, const NodeRoom& room) {
+    if (room.cpu_free < pod.cpu_milli) return {FitCode::kInsufficient, kName, "cpu"};
+    if (room.memory_free < pod.memory_mib) return {FitCode::kInsufficient, kName, "memory"};
     if (pod.num_gpu == 0) return {};
-    if (node.gpus() < pod.num_gpu) return {FitCode::kInsufficient, name(), kGpu};
+    if (room.gpus < pod.num_gpu) return {FitCode::kInsufficient, kName, kGpu};
     if (pod.sharing()) {
-      if (node.max_gpu_free() < pod.gpu_milli) return {FitCode::kGpuShare, name()};
-    } else if (node.full_free_gpus() < pod.num_gpu) {
-      return {FitCode::kInsufficient, name(), kGpu};
+      if (room.max_gpu_free < pod.gpu_milli) return {FitCode::kGpuShare, kName};
+    } else if (room.full_free_gpus < pod.num_gpu) {
+      return {FitCode::kInsufficient, kName, kGpu};
     }
     return {};
   }
@@ -82,6 +89,11 @@ class ResourceFilter : public FilterPlugin {
  private:
   static constexpr const char* kGpu = "nvidia.com/gpu";
 };
+
+// Whether `filters` are default_filters() (same plugins, same order): then a node's filter
+// outcome for a pod splits into what assign/release never change (labels, taints, cordon, GPU
+// model: every status but kInsufficient and kGpuShare) and ResourceFilter::room_fits.
+bool are_default_filters(std::span<const std::unique_ptr<FilterPlugin>> filters);
 
 // Reasons by message, counted by status first: statuses other than taints have a fixed text, so
 // a scan formats each distinct one once, not once per node.
@@ -384,7 +396,10 @@ std::string Outcome::message() const {
 
 Framework::Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score,
                      TieBreak tie_break)
-    : filters_(std::move(filters)), score_(std::move(score)), tie_break_(tie_break) {}
+    : filters_(std::move(filters)),
+      score_(std::move(score)),
+      tie_break_(tie_break),
+      default_filters_(are_default_filters(filters_)) {}
 
 // ---- the incremental path (see Framework's comment) ----
 
@@ -471,35 +486,84 @@ std::string state_key(const NodeState& n) {
 }
 
 // One pod shape's view of the cluster: each node's status (kScored, kNoPlacement or a filter
-// reason's id) and score in a max-tree whose leaves are the nodes in cluster order.
+// reason's id) and score, under a max-tree of 8 children per inner entry whose leaves are the
+// nodes in cluster order (a path is 5 entries at 12,000 nodes, against 14 in a binary tree, and
+// a leaf's status and score share a cache line: the refresh is bound by memory, not arithmetic).
 struct ShapeCache {
+  static constexpr size_t kFan = 8;
+  struct Leaf {
+    double score = kNone;  // kNone: no placement
+    uint32_t status = kScored;
+  };
   uint64_t seq = 0;   // the Cluster::change_seq() it reflects
   uint64_t used = 0;  // Index::clock at its last use (LRU)
-  size_t leaves = 1;  // power of two >= nodes
-  std::vector<double> tree;      // tree[1] the root, tree[leaves + i] node i (kNone: no placement)
-  std::vector<uint32_t> status;  // per node
-  std::vector<int64_t> counts;   // nodes per status id
+  std::vector<Leaf> leaves;                // per node
+  std::vector<std::vector<double>> inner;  // inner[0][b]: max of leaves [8b, 8b+8); inner[k][b]: of inner[k-1]'s; the last has 1
+  std::vector<int64_t> counts;             // nodes per status id
 
+  // The maximum of the block of 8 that holds entry `first` (std::max's order: the first of equals).
+  static double block_max(const double* v, size_t first, size_t size) {
+    const size_t end = std::min(first + kFan, size);
+    double m = v[first];
+    for (size_t k = first + 1; k < end; ++k) m = std::max(m, v[k]);
+    return m;
+  }
+  double leaf_block_max(size_t first) const {
+    const size_t end = std::min(first + kFan, leaves.size());
+    double m = leaves[first].score;
+    for (size_t k = first + 1; k < end; ++k) m = std::max(m, leaves[k].score);
+    return m;
+  }
+  // Sizes the tree for n nodes; every leaf kNone / kScored until set or filled.
+  void reset(size_t n) {
+    leaves.assign(n, Leaf{});
+    inner.clear();
+    size_t size = n;
+    do {
+      size = (size + kFan - 1) / kFan;
+      inner.emplace_back(size, kNone);
+    } while (size > 1);
+  }
+  // Recomputes every inner entry from the leaves (after filling them).
+  void rebuild() {
+    for (size_t b = 0; b < inner[0].size(); ++b) inner[0][b] = leaf_block_max(b * kFan);
+    for (size_t k = 1; k < inner.size(); ++k) {
+      for (size_t b = 0; b < inner[k].size(); ++b) inner[k][b] = block_max(inner[k - 1].data(), b * kFan, inner[k - 1].size());
+    }
+  }
   void set(size_t i, uint32_t st, double score) {
-    if (status[i] == st && tree[leaves + i] == score) return;  // unchanged (the common case)
+    Leaf& leaf = leaves[i];
+    if (leaf.status == st && leaf.score == score) return;  // unchanged (the common case)
     if (counts.size() <= st) counts.resize(st + 1, 0);
-    --counts[status[i]];
+    --counts[leaf.status];
     ++counts[st];
-    status[i] = st;
-    size_t x = leaves + i;
-    tree[x] = score;
-    for (x /= 2; x >= 1; x /= 2) {
-      const double m = std::max(tree[2 * x], tree[2 * x + 1]);
-      if (tree[x] == m) break;  // the rest of the path is unchanged
-      tree[x] = m;
+    leaf.status = st;
+    if (leaf.score == score) return;
+    leaf.score = score;
+    size_t b = i / kFan;
+    double m = leaf_block_max(b * kFan);
+    for (size_t k = 0; k < inner.size(); ++k) {
+      if (inner[k][b] == m) break;  // the rest of the path is unchanged
+      inner[k][b] = m;
+      if (k + 1 == inner.size()) break;
+      b /= kFan;
+      m = block_max(inner[k].data(), b * kFan, inner[k].size());
     }
   }
   // The first node in cluster order with the highest score, or nullopt.
   std::optional<size_t> best() const {
-    if (tree[1] == kNone) return std::nullopt;
-    size_t x = 1;
-    while (x < leaves) x = tree[2 * x] == tree[x] ? 2 * x : 2 * x + 1;
-    return x - leaves;
+    if (leaves.empty() || inner.back()[0] == kNone) return std::nullopt;
+    size_t j = 0;  // entry of inner[k]
+    for (size_t k = inner.size() - 1; k > 0; --k) {
+      const double v = inner[k][j];
+      size_t c = j * kFan;
+      while (inner[k - 1][c] != v) ++c;
+      j = c;
+    }
+    const double v = inner[0][j];
+    size_t c = j * kFan;
+    while (leaves[c].score != v) ++c;
+    return c;
   }
 };
 
@@ -528,15 +592,23 @@ struct Framework::Index {
   // filter's handful, one per untolerated taint text), so statuses with a fixed text are found by
   // comparison, without formatting; taints by their text, the first ones by comparison too.
   std::vector<std::pair<FitStatus, uint32_t>> fixed_ids;
+  // Per status id: a rejection by what assign/release never change (labels, taints, cordon, GPU
+  // model) under default filters: such a node keeps its status for the shape, changed or not.
+  std::vector<char> unchanging{0, 0};
   uint32_t status_id(const FitStatus& s, const NodeState& node) {
+    uint32_t id = 0;
     if (s.code != FitCode::kUntoleratedTaint) {
-      for (const auto& [st, id] : fixed_ids) {
-        if (st == s) return id;
+      for (const auto& [st, known] : fixed_ids) {
+        if (st == s) return known;
       }
-      fixed_ids.emplace_back(s, reason_id(s.message(node)));
-      return fixed_ids.back().second;
+      id = reason_id(s.message(node));
+      fixed_ids.emplace_back(s, id);
+    } else {
+      id = reason_id(s.message(node));
     }
-    return reason_id(s.message(node));
+    if (unchanging.size() <= id) unchanging.resize(id + 1, 0);
+    unchanging[id] = s.code != FitCode::kInsufficient && s.code != FitCode::kGpuShare;
+    return id;
   }
   uint32_t reason_id(const std::string& r) {
     constexpr size_t kLinear = 16;
@@ -552,11 +624,11 @@ struct Framework::Index {
     return it->second;
   }
   uint32_t state(const Cluster& c, size_t i) {
-    const NodeState& n = c.node(i);
-    if (versions[i] != n.version) {
-      auto [it, added] = state_ids.try_emplace(state_key(n), static_cast<uint32_t>(state_ids.size()));
+    const uint64_t version = c.room(i).version;
+    if (versions[i] != version) {
+      auto [it, added] = state_ids.try_emplace(state_key(c.node(i)), static_cast<uint32_t>(state_ids.size()));
       node_state[i] = it->second;
-      versions[i] = n.version;
+      versions[i] = version;
     }
     return node_state[i];
   }
@@ -599,10 +671,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
   const auto changed = added ? std::nullopt : cluster.changes_since(sc.seq);
   if (!changed) {
     // Build: each distinct node state is evaluated once.
-    sc.leaves = 1;
-    while (sc.leaves < n) sc.leaves *= 2;
-    sc.tree.assign(2 * sc.leaves, kNone);
-    sc.status.assign(n, kScored);
+    sc.reset(n);
     sc.counts.assign(ix.reasons.size(), 0);
     ix.trim_states();
     ++ix.build;
@@ -619,10 +688,26 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
       const auto [st, score] = ix.state_values[id];
       if (sc.counts.size() <= st) sc.counts.resize(st + 1, 0);
       ++sc.counts[st];
-      sc.status[i] = st;
-      sc.tree[sc.leaves + i] = score;
+      sc.leaves[i] = {score, st};
     }
-    for (size_t x = sc.leaves - 1; x >= 1; --x) sc.tree[x] = std::max(sc.tree[2 * x], sc.tree[2 * x + 1]);
+    sc.rebuild();
+  } else if (default_filters_) {
+    // A changed node rejected for what never changes keeps its status; one that passed those
+    // filters still does, and only the resource checks (on the packed room) and the score remain.
+    ++ix.stamp;
+    static const NodeState kNoNode;  // room_fits's statuses name no taint
+    for (uint32_t i : *changed) {
+      if (ix.stamps[i] == ix.stamp) continue;
+      ix.stamps[i] = ix.stamp;
+      if (ix.unchanging[sc.leaves[i].status]) continue;
+      const FitStatus st = ResourceFilter::room_fits(pod, cluster.room(i));
+      if (!st.fits()) {
+        sc.set(i, ix.status_id(st, kNoNode), kNone);
+        continue;
+      }
+      auto s = score_->score(pod, cluster.node(i), ix.unused_rng);
+      sc.set(i, s ? kScored : kNoPlacement, s ? s->score : kNone);
+    }
   } else {
     ++ix.stamp;
     for (uint32_t i : *changed) {
@@ -738,6 +823,17 @@ std::vector<std::unique_ptr<FilterPlugin>> default_filters() {
   f.push_back(std::make_unique<ResourceFilter>());
   return f;
 }
+
+namespace {
+bool are_default_filters(std::span<const std::unique_ptr<FilterPlugin>> filters) {
+  const auto defaults = default_filters();
+  if (filters.size() != defaults.size()) return false;
+  for (size_t i = 0; i < filters.size(); ++i) {
+    if (!filters[i] || typeid(*filters[i]) != typeid(*defaults[i])) return false;
+  }
+  return true;
+}
+}  // namespace
 
 const std::map<std::string, PolicyFactory>& policy_registry() {
   static const std::map<std::string, PolicyFactory> kRegistry = {

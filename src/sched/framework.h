@@ -143,6 +143,7 @@ class Framework {
   std::vector<size_t> feasible_;
   std::vector<NodeScore> scores_;
   bool incremental_ = true;
+  bool default_filters_ = false;  // filters_ are default_filters(): the refresh re-checks resources only
   struct Index;  // the per-shape score trees (framework.cc)
   std::unique_ptr<Index> index_;
   Outcome schedule_indexed(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);
