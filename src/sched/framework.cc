@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
 #include <string_view>
 #include <typeinfo>
 #include <unordered_map>
+#include <utility>
 
 #include "k8s/predicates.h"
 
@@ -69,19 +71,36 @@ class ResourceFilter : public FilterPlugin {
   const char* name() const override { return kName; }
   FitStatus filter(const Pod& pod, const NodeState& node) const override {
     if (pod.num_gpu > 0 && !model_allowed(pod.gpu_models, node.gpu_model)) return {FitCode::kGpuModel, name()};
-    return room_fits(pod, NodeRoom::of(node));
+    return status(room_fit(pod, NodeRoom::of(node)));
   }
-  // The checks after the GPU model: on what placements change only, so the incremental path
+  // The checks after the GPU model, on what placements change only: the incremental path
   // re-checks a changed node from Cluster::room alone.
-  static FitStatus room_fits(const Pod& pod, const NodeRoom& room) {
-    if (room.cpu_free < pod.cpu_milli) return {FitCode::kInsufficient, kName, "cpu"};
-    if (room.memory_free < pod.memory_mib) return {FitCode::kInsufficient, kName, "memory"};
-    if (pod.num_gpu == 0) return {};
-    if (room.gpus < pod.num_gpu) return {FitCode::kInsufficient, kName, kGpu};
+  enum class Room : uint8_t { kFits, kCpu, kMemory, kGpus, kShare };
+  static constexpr size_t kRoomValues = 5;
+  static Room room_fit(const Pod& pod, const NodeRoom& room) {
+    if (room.cpu_free < pod.cpu_milli) return Room::kCpu;
+    if (room.memory_free < pod.memory_mib) return Room::kMemory;
+    if (pod.num_gpu == 0) return Room::kFits;
+    if (room.gpus < pod.num_gpu) return Room::kGpus;
     if (pod.sharing()) {
-      if (room.max_gpu_free < pod.gpu_milli) return {FitCode::kGpuShare, kName};
+      if (room.max_gpu_free < pod.gpu_milli) return Room::kShare;
     } else if (room.full_free_gpus < pod.num_gpu) {
-      return {FitCode::kInsufficient, kName, kGpu};
+      return Room::kGpus;
+    }
+    return Room::kFits;
+  }
+  static FitStatus status(Room r) {
+    switch (r) {
+      case Room::kFits:
+        return {};
+      case Room::kCpu:
+        return {FitCode::kInsufficient, kName, "cpu"};
+      case Room::kMemory:
+        return {FitCode::kInsufficient, kName, "memory"};
+      case Room::kGpus:
+        return {FitCode::kInsufficient, kName, kGpu};
+      case Room::kShare:
+        return {FitCode::kGpuShare, kName};
     }
     return {};
   }
@@ -92,7 +111,7 @@ class ResourceFilter : public FilterPlugin {
 
 // Whether `filters` are default_filters() (same plugins, same order): then a node's filter
 // outcome for a pod splits into what assign/release never change (labels, taints, cordon, GPU
-// model: every status but kInsufficient and kGpuShare) and ResourceFilter::room_fits.
+// model: every status but kInsufficient and kGpuShare) and ResourceFilter::room_fit.
 bool are_default_filters(std::span<const std::unique_ptr<FilterPlugin>> filters);
 
 // Reasons by message, counted by status first: statuses other than taints have a fixed text, so
@@ -498,6 +517,12 @@ struct ShapeCache {
   uint64_t seq = 0;   // the Cluster::change_seq() it reflects
   uint64_t used = 0;  // Index::clock at its last use (LRU)
   std::vector<Leaf> leaves;                // per node
+  // Per node, with default filters: ResourceFilter::room_fit's result at its last evaluation, or
+  // kFixed when a filter rejected it for what never changes. A changed node that fails the same
+  // resource check again keeps its leaf, which is then not read at all: 1 byte per node stays in
+  // cache where the leaves (16) do not.
+  static constexpr uint8_t kFixed = 0xff;
+  std::vector<uint8_t> room;
   std::vector<std::vector<double>> inner;  // inner[0][b]: max of leaves [8b, 8b+8); inner[k][b]: of inner[k-1]'s; the last has 1
   std::vector<int64_t> counts;             // nodes per status id
 
@@ -517,6 +542,7 @@ struct ShapeCache {
   // Sizes the tree for n nodes; every leaf kNone / kScored until set or filled.
   void reset(size_t n) {
     leaves.assign(n, Leaf{});
+    room.assign(n, kFixed);
     inner.clear();
     size_t size = n;
     do {
@@ -538,16 +564,20 @@ struct ShapeCache {
     --counts[leaf.status];
     ++counts[st];
     leaf.status = st;
-    if (leaf.score == score) return;
+    const double old = leaf.score;
+    if (old == score) return;
     leaf.score = score;
     size_t b = i / kFan;
-    double m = leaf_block_max(b * kFan);
-    for (size_t k = 0; k < inner.size(); ++k) {
-      if (inner[k][b] == m) break;  // the rest of the path is unchanged
+    if (old < score) {
+      // Risen: every entry on the path below the new score becomes it.
+      for (size_t k = 0; k < inner.size() && inner[k][b] < score; ++k, b /= kFan) inner[k][b] = score;
+      return;
+    }
+    // Fallen: an entry changes only where the old score was its maximum and no other child has it.
+    for (size_t k = 0; k < inner.size() && inner[k][b] == old; ++k, b /= kFan) {
+      const double m = k == 0 ? leaf_block_max(b * kFan) : block_max(inner[k - 1].data(), b * kFan, inner[k - 1].size());
+      if (m == inner[k][b]) return;
       inner[k][b] = m;
-      if (k + 1 == inner.size()) break;
-      b /= kFan;
-      m = block_max(inner[k].data(), b * kFan, inner[k].size());
     }
   }
   // The first node in cluster order with the highest score, or nullopt.
@@ -583,7 +613,7 @@ struct Framework::Index {
   std::vector<uint64_t> state_stamps;                  // per state id: build that evaluated it
   std::vector<std::pair<uint32_t, double>> state_values;  // per state id: that evaluation
   uint64_t build = 0;
-  std::vector<uint64_t> stamps;    // dedupes a refresh's node list
+  std::vector<uint64_t> stamps;    // dedupes a short refresh's node list
   uint64_t stamp = 0, clock = 0;
   std::unordered_map<std::string, ShapeCache> shapes;
   std::mt19937_64 unused_rng;  // pure plugins never draw from it
@@ -610,6 +640,21 @@ struct Framework::Index {
     unchanging[id] = s.code != FitCode::kInsufficient && s.code != FitCode::kGpuShare;
     return id;
   }
+  // status_id of ResourceFilter::status(r), looked up once per value.
+  std::array<uint32_t, ResourceFilter::kRoomValues> room_ids = filled_room_ids();
+  static std::array<uint32_t, ResourceFilter::kRoomValues> filled_room_ids() {
+    std::array<uint32_t, ResourceFilter::kRoomValues> ids;
+    ids.fill(UINT32_MAX);
+    return ids;
+  }
+  uint32_t room_status_id(ResourceFilter::Room r) {
+    uint32_t& id = room_ids[static_cast<size_t>(r)];
+    if (id == UINT32_MAX) {
+      static const NodeState kNoNode;  // the resource statuses name no taint
+      id = status_id(ResourceFilter::status(r), kNoNode);
+    }
+    return id;
+  }
   uint32_t reason_id(const std::string& r) {
     constexpr size_t kLinear = 16;
     for (size_t k = 2; k < std::min(reasons.size(), kLinear); ++k) {
@@ -631,6 +676,40 @@ struct Framework::Index {
       versions[i] = version;
     }
     return node_state[i];
+  }
+  // last_change[i]: the change sequence number of node i's last change, for changes up to
+  // `logged` (catch_up() reads the rest of the log; every entry once). When the log was trimmed
+  // past `logged`, every node counts as changed just before now.
+  std::vector<uint64_t> last_change;
+  uint64_t logged = 0;
+  void catch_up(const Cluster& c) {
+    const uint64_t now = c.change_seq();
+    if (logged == now) return;
+    if (const auto ch = c.changes_since(logged)) {
+      for (size_t k = 0; k < ch->size(); ++k) last_change[(*ch)[k]] = logged + k;
+    } else {
+      last_change.assign(nodes, now - 1);
+    }
+    logged = now;
+  }
+  // Calls visit(i) once for every node changed since `since`: `changed` is the change log from
+  // there (repeats included). A long list (a shape not scheduled for a while) is visited in
+  // cluster order from last_change (after catch_up): a sequential pass instead of a walk over
+  // more log entries than nodes.
+  template <typename Visit>
+  void each_changed(uint64_t since, std::span<const uint32_t> changed, Visit&& visit) {
+    if (changed.size() >= nodes / 2 + 64) {
+      for (size_t i = 0; i < nodes; ++i) {
+        if (last_change[i] >= since) visit(i);
+      }
+      return;
+    }
+    ++stamp;
+    for (const uint32_t i : changed) {
+      if (stamps[i] == stamp) continue;
+      stamps[i] = stamp;
+      visit(i);
+    }
   }
   void trim_states() {
     if (state_ids.size() <= 2 * nodes + 1024) return;
@@ -655,6 +734,8 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
     ix.node_state.assign(n, 0);
     ix.versions.assign(n, 0);
     ix.stamps.assign(n, 0);
+    ix.last_change.assign(n, 0);
+    ix.logged = cluster.change_seq();
   }
   // A node's status and score for this pod, exactly as the full scan computes them.
   auto evaluate = [&](size_t i) -> std::pair<uint32_t, double> {
@@ -668,6 +749,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
   auto [it, added] = ix.shapes.try_emplace(shape_key(pod));
   ShapeCache& sc = it->second;
   sc.used = ++ix.clock;
+  ix.catch_up(cluster);
   const auto changed = added ? std::nullopt : cluster.changes_since(sc.seq);
   if (!changed) {
     // Build: each distinct node state is evaluated once.
@@ -689,33 +771,33 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
       if (sc.counts.size() <= st) sc.counts.resize(st + 1, 0);
       ++sc.counts[st];
       sc.leaves[i] = {score, st};
+      if (default_filters_ && !ix.unchanging[st]) {
+        sc.room[i] = static_cast<uint8_t>(ResourceFilter::room_fit(pod, cluster.room(i)));
+      }
     }
     sc.rebuild();
   } else if (default_filters_) {
     // A changed node rejected for what never changes keeps its status; one that passed those
     // filters still does, and only the resource checks (on the packed room) and the score remain.
-    ++ix.stamp;
-    static const NodeState kNoNode;  // room_fits's statuses name no taint
-    for (uint32_t i : *changed) {
-      if (ix.stamps[i] == ix.stamp) continue;
-      ix.stamps[i] = ix.stamp;
-      if (ix.unchanging[sc.leaves[i].status]) continue;
-      const FitStatus st = ResourceFilter::room_fits(pod, cluster.room(i));
-      if (!st.fits()) {
-        sc.set(i, ix.status_id(st, kNoNode), kNone);
-        continue;
+    using Room = ResourceFilter::Room;
+    ix.each_changed(sc.seq, *changed, [&](size_t i) {
+      uint8_t& last = sc.room[i];
+      if (last == ShapeCache::kFixed) return;
+      const Room room = ResourceFilter::room_fit(pod, cluster.room(i));
+      if (room != Room::kFits && static_cast<uint8_t>(room) == last) return;  // the same rejection
+      last = static_cast<uint8_t>(room);
+      if (room != Room::kFits) {
+        sc.set(i, ix.room_status_id(room), kNone);
+        return;
       }
       auto s = score_->score(pod, cluster.node(i), ix.unused_rng);
       sc.set(i, s ? kScored : kNoPlacement, s ? s->score : kNone);
-    }
+    });
   } else {
-    ++ix.stamp;
-    for (uint32_t i : *changed) {
-      if (ix.stamps[i] == ix.stamp) continue;
-      ix.stamps[i] = ix.stamp;
+    ix.each_changed(sc.seq, *changed, [&](size_t i) {
       const auto [st, score] = evaluate(i);
       sc.set(i, st, score);
-    }
+    });
   }
   sc.seq = cluster.change_seq();
 
