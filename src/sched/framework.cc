@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -286,16 +287,16 @@ class Fgd : public ScorePlugin {
   const char* name() const override { return pack_ ? "FGDPack" : "FGD"; }
   bool pure() const override { return true; }  // the caches below hold values, never decide
   std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64&) override {
-    auto mask = masks_.find(n.gpu_model);
-    if (mask == masks_.end()) mask = masks_.emplace(n.gpu_model, allowed_shapes(workload_, n.gpu_model)).first;
-    auto& cached = before_[&n];  // F_n now, until the node changes
-    if (!cached.valid || cached.version != n.version) {
-      cached = {true, n.version, fragmentation(n, workload_, &mask->second)};
-    }
+    const std::vector<char>& mask = mask_for(n.gpu_model);
+    // F_n now. A Cluster's node versions are unique per node state (never 0), so an entry with
+    // this version holds it; a node outside a Cluster (version 0) is computed every time.
+    Cached scratch;
+    Cached& cached = n.version == 0 ? scratch : before_[n.version & (before_.size() - 1)];
+    if (n.version == 0 || cached.version != n.version) cached = {n.version, fragmentation(n, workload_, &mask)};
     std::optional<NodeScore> best;
     // Scores placing the pod on `gpus`; the first best candidate wins.
     auto consider = [&](const std::vector<int>& gpus) {
-      const double delta = fragmentation_after(n, pod, gpus, workload_, &mask->second) - cached.value;
+      const double delta = fragmentation_after(n, pod, gpus, workload_, &mask) - cached.value;
       const double sigmoid = 1.0 / (1.0 + std::exp(delta / 1000.0));
       double s = std::trunc(100.0 * sigmoid);
       if (pack_) {
@@ -334,16 +335,25 @@ class Fgd : public ScorePlugin {
     return all > 0 ? multi / all : 0;
   }
 
+  // The shapes allowed on GPU model `model` (a cluster has a handful of models: a linear search).
+  const std::vector<char>& mask_for(const std::string& model) {
+    for (const auto& [m, mask] : masks_) {
+      if (m == model) return mask;
+    }
+    masks_.emplace_back(model, allowed_shapes(workload_, model));
+    return masks_.back().second;
+  }
+
   std::vector<TaskShape> workload_;
   bool pack_;
   struct Cached {
-    bool valid = false;
-    uint64_t version = 0;
+    uint64_t version = 0;  // 0: empty (versions start at 1)
     double value = 0;
   };
-  std::unordered_map<const NodeState*, Cached> before_;
+  // F_n by node version, direct-mapped (a collision recomputes): 256 KiB, one probe.
+  std::vector<Cached> before_ = std::vector<Cached>(16384);
   std::vector<int> one_gpu_;  // score()'s scratch
-  std::unordered_map<std::string, std::vector<char>> masks_;  // GPU model -> shapes allowed on it
+  std::deque<std::pair<std::string, std::vector<char>>> masks_;  // GPU model -> shapes allowed on it (stable addresses)
 };
 
 }  // namespace
@@ -517,11 +527,17 @@ struct ShapeCache {
   uint64_t seq = 0;   // the Cluster::change_seq() it reflects
   uint64_t used = 0;  // Index::clock at its last use (LRU)
   std::vector<Leaf> leaves;                // per node
-  // Per node, with default filters: ResourceFilter::room_fit's result at its last evaluation, or
-  // kFixed when a filter rejected it for what never changes. A changed node that fails the same
-  // resource check again keeps its leaf, which is then not read at all: 1 byte per node stays in
-  // cache where the leaves (16) do not.
+  // Per node, with default filters, its verdict at its last evaluation: kFixed when a filter
+  // rejected it for what never changes (the leaf holds that status), kScored/kNoPlacement when it
+  // passed the filters, else the ResourceFilter::Room check it failed. The verdict, not the leaf,
+  // is then the node's status: a node that fails a resource check leaves its leaf as it was, and
+  // best() clears a leaf whose node was rejected when it surfaces (a rejection only lowers a score
+  // to kNone, so a stale leaf can only be too high). A changed node's visit then touches 1 byte
+  // per node (in cache) instead of the 16-byte leaf, unless it is placeable.
+  // Without default filters every verdict is kFixed and the leaves hold the status.
   static constexpr uint8_t kFixed = 0xff;
+  static constexpr uint8_t kFitsScored = 0;  // ResourceFilter::Room::kFits, scored
+  static constexpr uint8_t kFitsNoPlacement = ResourceFilter::kRoomValues;
   std::vector<uint8_t> room;
   std::vector<std::vector<double>> inner;  // inner[0][b]: max of leaves [8b, 8b+8); inner[k][b]: of inner[k-1]'s; the last has 1
   std::vector<int64_t> counts;             // nodes per status id
@@ -557,13 +573,21 @@ struct ShapeCache {
       for (size_t b = 0; b < inner[k].size(); ++b) inner[k][b] = block_max(inner[k - 1].data(), b * kFan, inner[k - 1].size());
     }
   }
+  void count(uint32_t was, uint32_t now) {
+    if (was == now) return;
+    if (counts.size() <= now) counts.resize(now + 1, 0);
+    --counts[was];
+    ++counts[now];
+  }
   void set(size_t i, uint32_t st, double score) {
     Leaf& leaf = leaves[i];
     if (leaf.status == st && leaf.score == score) return;  // unchanged (the common case)
-    if (counts.size() <= st) counts.resize(st + 1, 0);
-    --counts[leaf.status];
-    ++counts[st];
+    count(leaf.status, st);
     leaf.status = st;
+    set_score(i, score);
+  }
+  void set_score(size_t i, double score) {
+    Leaf& leaf = leaves[i];
     const double old = leaf.score;
     if (old == score) return;
     leaf.score = score;
@@ -639,6 +663,12 @@ struct Framework::Index {
     if (unchanging.size() <= id) unchanging.resize(id + 1, 0);
     unchanging[id] = s.code != FitCode::kInsufficient && s.code != FitCode::kGpuShare;
     return id;
+  }
+  // The status of a node whose ShapeCache::room verdict is `v` (not kFixed).
+  uint32_t verdict_status(uint8_t v) {
+    if (v == ShapeCache::kFitsScored) return kScored;
+    if (v == ShapeCache::kFitsNoPlacement) return kNoPlacement;
+    return room_status_id(static_cast<ResourceFilter::Room>(v));
   }
   // status_id of ResourceFilter::status(r), looked up once per value.
   std::array<uint32_t, ResourceFilter::kRoomValues> room_ids = filled_room_ids();
@@ -772,7 +802,9 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
       ++sc.counts[st];
       sc.leaves[i] = {score, st};
       if (default_filters_ && !ix.unchanging[st]) {
-        sc.room[i] = static_cast<uint8_t>(ResourceFilter::room_fit(pod, cluster.room(i)));
+        sc.room[i] = st == kScored        ? ShapeCache::kFitsScored
+                     : st == kNoPlacement ? ShapeCache::kFitsNoPlacement
+                                          : static_cast<uint8_t>(ResourceFilter::room_fit(pod, cluster.room(i)));
       }
     }
     sc.rebuild();
@@ -784,14 +816,17 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
       uint8_t& last = sc.room[i];
       if (last == ShapeCache::kFixed) return;
       const Room room = ResourceFilter::room_fit(pod, cluster.room(i));
-      if (room != Room::kFits && static_cast<uint8_t>(room) == last) return;  // the same rejection
-      last = static_cast<uint8_t>(room);
       if (room != Room::kFits) {
-        sc.set(i, ix.room_status_id(room), kNone);
-        return;
+        if (static_cast<uint8_t>(room) == last) return;  // the same rejection
+        sc.count(ix.verdict_status(last), ix.room_status_id(room));
+        last = static_cast<uint8_t>(room);
+        return;  // the leaf may keep a score: best() clears it if it surfaces
       }
       auto s = score_->score(pod, cluster.node(i), ix.unused_rng);
-      sc.set(i, s ? kScored : kNoPlacement, s ? s->score : kNone);
+      const uint8_t now = s ? ShapeCache::kFitsScored : ShapeCache::kFitsNoPlacement;
+      sc.count(ix.verdict_status(last), ix.verdict_status(now));
+      last = now;
+      sc.set_score(i, s ? s->score : kNone);
     });
   } else {
     ix.each_changed(sc.seq, *changed, [&](size_t i) {
@@ -807,7 +842,11 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
     if (st == kScored || st == kNoPlacement) out.feasible += static_cast<size_t>(sc.counts[st]);
     if (st != kScored && sc.counts[st] > 0) out.reasons[ix.reasons[st]] = static_cast<int>(sc.counts[st]);
   }
-  const auto best = sc.best();
+  auto best = sc.best();
+  while (best && sc.room[*best] != ShapeCache::kFixed && sc.room[*best] != ShapeCache::kFitsScored) {
+    sc.set_score(*best, kNone);  // rejected since it was scored (see ShapeCache::room)
+    best = sc.best();
+  }
   if (ix.shapes.size() > kMaxShapes) {
     auto lru = ix.shapes.end();
     for (auto s = ix.shapes.begin(); s != ix.shapes.end(); ++s) {

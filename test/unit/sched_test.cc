@@ -411,6 +411,25 @@ TEST(Framework, IncrementalDecidesAsTheFullScan) {
   }
 }
 
+// FGD caches a node's fragmentation by node version; a node outside a Cluster (version 0) that
+// changes in place is scored from its current state every time.
+TEST(Fgd, ANodeOutsideAClusterIsScoredFromItsCurrentState) {
+  SchedulingContext ctx;
+  ctx.workload = {shape(1, 1000)};
+  auto fgd = policy_registry().at("FGD")(ctx);
+  std::mt19937_64 rng(1);
+  NodeState n = node("a", {1000, 1000});
+  const auto idle = fgd->score(pod(1, 500), n, rng);
+  n.gpu_free = {500, 1000};
+  const auto half = fgd->score(pod(1, 500), n, rng);
+  const auto fresh = policy_registry().at("FGD")(ctx)->score(pod(1, 500), n, rng);
+  ASSERT_TRUE(idle && half && fresh);
+  EXPECT_EQ(idle->score, 37);  // a half GPU left that the whole-GPU shape cannot use: dF = +500
+  EXPECT_EQ(half->score, 62);  // the half GPU filled: dF = -500
+  EXPECT_EQ(half->score, fresh->score);
+  EXPECT_EQ(half->gpus, std::vector<int>{0});
+}
+
 TEST(Cluster, ChangeLogAndIdentity) {
   Cluster c({node("a", {1000}), node("b", {1000})});
   const uint64_t start = c.change_seq();
@@ -489,6 +508,9 @@ TEST(Simulator, FgdProtocolIsDeterministicAndReachesTheTarget) {
   EXPECT_DOUBLE_EQ(a->final_allocated, b->final_allocated);
   EXPECT_LE(a->final_allocated, 1.0);
   EXPECT_FALSE(a->curve.empty());
+  // The run's CPU time is measured (a busy machine's waits excluded): never more than its wall time.
+  EXPECT_GT(a->cpu_seconds, 0);
+  EXPECT_LE(a->cpu_seconds, a->seconds + 1e-3);
 }
 
 TEST(Simulator, TimeDrivenFreesCapacity) {
