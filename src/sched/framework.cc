@@ -514,63 +514,66 @@ std::string state_key(const NodeState& n) {
   return k;
 }
 
-// One pod shape's view of the cluster: each node's status (kScored, kNoPlacement or a filter
-// reason's id) and score, under a max-tree of 8 children per inner entry whose leaves are the
-// nodes in cluster order (a path is 5 entries at 12,000 nodes, against 14 in a binary tree, and
-// a leaf's status and score share a cache line: the refresh is bound by memory, not arithmetic).
+// One pod shape's view of the cluster: each node's score under a max-tree of 8 children per
+// inner entry whose leaves are the nodes in cluster order, and each node's status (kScored,
+// kNoPlacement or a filter reason's id; see `room`). Leaves and inner entries are stored in
+// 64-byte blocks of 8 (unused slots kNone), so a block's maximum reads one cache line and a path
+// is 5 lines at 12,000 nodes: the refresh is bound by memory, not arithmetic.
 struct ShapeCache {
   static constexpr size_t kFan = 8;
-  struct Leaf {
-    double score = kNone;  // kNone: no placement
-    uint32_t status = kScored;
+  struct alignas(64) Block {
+    std::array<double, kFan> v;
+    double max() const {
+      double m = v[0];
+      for (size_t k = 1; k < kFan; ++k) m = std::max(m, v[k]);  // std::max: the first of equals
+      return m;
+    }
   };
   uint64_t seq = 0;   // the Cluster::change_seq() it reflects
   uint64_t used = 0;  // Index::clock at its last use (LRU)
-  std::vector<Leaf> leaves;                // per node
+  size_t nodes = 0;
+  // levels[0]: the leaves (node i: block i / 8, slot i % 8); levels[k][b / 8].v[b % 8]: the
+  // maximum of levels[k - 1]'s block b; the last level has one block, its slot 0 the root.
+  std::vector<std::vector<Block>> levels;
+  // Per node without default filters (the leaf's status; empty otherwise: there `room` says it).
+  std::vector<uint32_t> status;
+  std::vector<int64_t> counts;  // nodes per status id
   // Per node, with default filters, its verdict at its last evaluation: kFixed when a filter
-  // rejected it for what never changes (the leaf holds that status), kScored/kNoPlacement when it
-  // passed the filters, else the ResourceFilter::Room check it failed. The verdict, not the leaf,
-  // is then the node's status: a node that fails a resource check leaves its leaf as it was, and
-  // best() clears a leaf whose node was rejected when it surfaces (a rejection only lowers a score
-  // to kNone, so a stale leaf can only be too high). A changed node's visit then touches 1 byte
-  // per node (in cache) instead of the 16-byte leaf, unless it is placeable.
-  // Without default filters every verdict is kFixed and the leaves hold the status.
+  // rejected it for what never changes (its status was counted when the tree was built),
+  // kScored/kNoPlacement when it passed the filters, else the ResourceFilter::Room check it
+  // failed. A node that fails a resource check leaves its leaf as it was, and best() clears a
+  // leaf whose node was rejected when it surfaces (a rejection only lowers a score to kNone, so a
+  // stale leaf can only be too high). A changed node's visit then touches 1 byte per node (in
+  // cache) instead of its leaf, unless it is placeable.
+  // Without default filters every verdict is kFixed and `status` holds the status.
   static constexpr uint8_t kFixed = 0xff;
   static constexpr uint8_t kFitsScored = 0;  // ResourceFilter::Room::kFits, scored
   static constexpr uint8_t kFitsNoPlacement = ResourceFilter::kRoomValues;
   std::vector<uint8_t> room;
-  std::vector<std::vector<double>> inner;  // inner[0][b]: max of leaves [8b, 8b+8); inner[k][b]: of inner[k-1]'s; the last has 1
-  std::vector<int64_t> counts;             // nodes per status id
 
-  // The maximum of the block of 8 that holds entry `first` (std::max's order: the first of equals).
-  static double block_max(const double* v, size_t first, size_t size) {
-    const size_t end = std::min(first + kFan, size);
-    double m = v[first];
-    for (size_t k = first + 1; k < end; ++k) m = std::max(m, v[k]);
-    return m;
-  }
-  double leaf_block_max(size_t first) const {
-    const size_t end = std::min(first + kFan, leaves.size());
-    double m = leaves[first].score;
-    for (size_t k = first + 1; k < end; ++k) m = std::max(m, leaves[k].score);
-    return m;
-  }
-  // Sizes the tree for n nodes; every leaf kNone / kScored until set or filled.
-  void reset(size_t n) {
-    leaves.assign(n, Leaf{});
+  double& at(size_t level, size_t i) { return levels[level][i / kFan].v[i % kFan]; }
+  double at(size_t level, size_t i) const { return levels[level][i / kFan].v[i % kFan]; }
+  double leaf(size_t i) const { return at(0, i); }
+
+  // Sizes the tree for n nodes, every leaf kNone; `statuses`: keep per-node statuses.
+  void reset(size_t n, bool statuses) {
+    nodes = n;
+    Block none;
+    none.v.fill(kNone);
+    levels.clear();
+    size_t entries = n;  // of the level being added
+    levels.emplace_back((entries + kFan - 1) / kFan, none);
+    while (entries > 1) {  // up to a level of one entry, the root
+      entries = levels.back().size();
+      levels.emplace_back((entries + kFan - 1) / kFan, none);
+    }
+    status.assign(statuses ? n : 0, kScored);
     room.assign(n, kFixed);
-    inner.clear();
-    size_t size = n;
-    do {
-      size = (size + kFan - 1) / kFan;
-      inner.emplace_back(size, kNone);
-    } while (size > 1);
   }
   // Recomputes every inner entry from the leaves (after filling them).
   void rebuild() {
-    for (size_t b = 0; b < inner[0].size(); ++b) inner[0][b] = leaf_block_max(b * kFan);
-    for (size_t k = 1; k < inner.size(); ++k) {
-      for (size_t b = 0; b < inner[k].size(); ++b) inner[k][b] = block_max(inner[k - 1].data(), b * kFan, inner[k - 1].size());
+    for (size_t k = 1; k < levels.size(); ++k) {
+      for (size_t b = 0; b < levels[k - 1].size(); ++b) at(k, b) = levels[k - 1][b].max();
     }
   }
   void count(uint32_t was, uint32_t now) {
@@ -579,45 +582,41 @@ struct ShapeCache {
     --counts[was];
     ++counts[now];
   }
+  // Without default filters: node i's status and score.
   void set(size_t i, uint32_t st, double score) {
-    Leaf& leaf = leaves[i];
-    if (leaf.status == st && leaf.score == score) return;  // unchanged (the common case)
-    count(leaf.status, st);
-    leaf.status = st;
+    count(status[i], st);
+    status[i] = st;
     set_score(i, score);
   }
   void set_score(size_t i, double score) {
-    Leaf& leaf = leaves[i];
-    const double old = leaf.score;
-    if (old == score) return;
-    leaf.score = score;
-    size_t b = i / kFan;
+    const double old = at(0, i);
+    if (old == score) return;  // unchanged (the common case)
+    at(0, i) = score;
+    size_t b = i / kFan;  // the block of level k - 1 whose maximum is entry b of level k
     if (old < score) {
       // Risen: every entry on the path below the new score becomes it.
-      for (size_t k = 0; k < inner.size() && inner[k][b] < score; ++k, b /= kFan) inner[k][b] = score;
+      for (size_t k = 1; k < levels.size() && at(k, b) < score; ++k, b /= kFan) at(k, b) = score;
       return;
     }
     // Fallen: an entry changes only where the old score was its maximum and no other child has it.
-    for (size_t k = 0; k < inner.size() && inner[k][b] == old; ++k, b /= kFan) {
-      const double m = k == 0 ? leaf_block_max(b * kFan) : block_max(inner[k - 1].data(), b * kFan, inner[k - 1].size());
-      if (m == inner[k][b]) return;
-      inner[k][b] = m;
+    for (size_t k = 1; k < levels.size() && at(k, b) == old; ++k, b /= kFan) {
+      const double m = levels[k - 1][b].max();
+      if (m == at(k, b)) return;
+      at(k, b) = m;
     }
   }
   // The first node in cluster order with the highest score, or nullopt.
   std::optional<size_t> best() const {
-    if (leaves.empty() || inner.back()[0] == kNone) return std::nullopt;
-    size_t j = 0;  // entry of inner[k]
-    for (size_t k = inner.size() - 1; k > 0; --k) {
-      const double v = inner[k][j];
-      size_t c = j * kFan;
-      while (inner[k - 1][c] != v) ++c;
-      j = c;
+    if (nodes == 0 || levels.back()[0].v[0] == kNone) return std::nullopt;
+    size_t j = 0;  // entry of level k
+    for (size_t k = levels.size() - 1; k > 0; --k) {
+      const double v = at(k, j);
+      const Block& children = levels[k - 1][j];
+      size_t c = 0;
+      while (children.v[c] != v) ++c;
+      j = j * kFan + c;
     }
-    const double v = inner[0][j];
-    size_t c = j * kFan;
-    while (leaves[c].score != v) ++c;
-    return c;
+    return j;
   }
 };
 
@@ -637,8 +636,7 @@ struct Framework::Index {
   std::vector<uint64_t> state_stamps;                  // per state id: build that evaluated it
   std::vector<std::pair<uint32_t, double>> state_values;  // per state id: that evaluation
   uint64_t build = 0;
-  std::vector<uint64_t> stamps;    // dedupes a short refresh's node list
-  uint64_t stamp = 0, clock = 0;
+  uint64_t clock = 0;
   std::unordered_map<std::string, ShapeCache> shapes;
   std::mt19937_64 unused_rng;  // pure plugins never draw from it
 
@@ -707,39 +705,50 @@ struct Framework::Index {
     }
     return node_state[i];
   }
-  // last_change[i]: the change sequence number of node i's last change, for changes up to
-  // `logged` (catch_up() reads the rest of the log; every entry once). When the log was trimmed
-  // past `logged`, every node counts as changed just before now.
+  // The nodes that changed, most recent first (a list through newer/older), with the change
+  // sequence number of each one's last change: the nodes changed since seq S are the list's
+  // prefix with last_change >= S, each once however often it changed. catch_up() reads the log up
+  // to now (each entry once over the run); when the log was trimmed past `logged`, every node
+  // counts as changed just before now.
+  static constexpr uint32_t kNil = UINT32_MAX;
   std::vector<uint64_t> last_change;
+  std::vector<uint32_t> newer, older;
+  uint32_t newest = kNil;
   uint64_t logged = 0;
+  void reset_changes(uint64_t now) {
+    last_change.assign(nodes, 0);
+    newer.assign(nodes, kNil);
+    older.assign(nodes, kNil);
+    newest = kNil;
+    logged = now;
+  }
+  void touch(uint32_t i, uint64_t seq) {
+    if (newest != i) {
+      if (newer[i] != kNil || older[i] != kNil) {  // linked: unlink (i is not the head)
+        older[newer[i]] = older[i];
+        if (older[i] != kNil) newer[older[i]] = newer[i];
+      }
+      newer[i] = kNil;
+      older[i] = newest;
+      if (newest != kNil) newer[newest] = i;
+      newest = i;
+    }
+    last_change[i] = seq;
+  }
   void catch_up(const Cluster& c) {
     const uint64_t now = c.change_seq();
     if (logged == now) return;
     if (const auto ch = c.changes_since(logged)) {
-      for (size_t k = 0; k < ch->size(); ++k) last_change[(*ch)[k]] = logged + k;
+      for (size_t k = 0; k < ch->size(); ++k) touch((*ch)[k], logged + k);
     } else {
-      last_change.assign(nodes, now - 1);
+      for (size_t i = 0; i < nodes; ++i) touch(static_cast<uint32_t>(i), now - 1);
     }
     logged = now;
   }
-  // Calls visit(i) once for every node changed since `since`: `changed` is the change log from
-  // there (repeats included). A long list (a shape not scheduled for a while) is visited in
-  // cluster order from last_change (after catch_up): a sequential pass instead of a walk over
-  // more log entries than nodes.
+  // Calls visit(i) once for every node changed since `since` (after catch_up).
   template <typename Visit>
-  void each_changed(uint64_t since, std::span<const uint32_t> changed, Visit&& visit) {
-    if (changed.size() >= nodes / 2 + 64) {
-      for (size_t i = 0; i < nodes; ++i) {
-        if (last_change[i] >= since) visit(i);
-      }
-      return;
-    }
-    ++stamp;
-    for (const uint32_t i : changed) {
-      if (stamps[i] == stamp) continue;
-      stamps[i] = stamp;
-      visit(i);
-    }
+  void each_changed(uint64_t since, Visit&& visit) {
+    for (uint32_t i = newest; i != kNil && last_change[i] >= since; i = older[i]) visit(i);
   }
   void trim_states() {
     if (state_ids.size() <= 2 * nodes + 1024) return;
@@ -763,9 +772,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
     ix.state_ids.clear();
     ix.node_state.assign(n, 0);
     ix.versions.assign(n, 0);
-    ix.stamps.assign(n, 0);
-    ix.last_change.assign(n, 0);
-    ix.logged = cluster.change_seq();
+    ix.reset_changes(cluster.change_seq());
   }
   // A node's status and score for this pod, exactly as the full scan computes them.
   auto evaluate = [&](size_t i) -> std::pair<uint32_t, double> {
@@ -783,7 +790,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
   const auto changed = added ? std::nullopt : cluster.changes_since(sc.seq);
   if (!changed) {
     // Build: each distinct node state is evaluated once.
-    sc.reset(n);
+    sc.reset(n, !default_filters_);
     sc.counts.assign(ix.reasons.size(), 0);
     ix.trim_states();
     ++ix.build;
@@ -800,7 +807,8 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
       const auto [st, score] = ix.state_values[id];
       if (sc.counts.size() <= st) sc.counts.resize(st + 1, 0);
       ++sc.counts[st];
-      sc.leaves[i] = {score, st};
+      sc.at(0, i) = score;
+      if (!default_filters_) sc.status[i] = st;
       if (default_filters_ && !ix.unchanging[st]) {
         sc.room[i] = st == kScored        ? ShapeCache::kFitsScored
                      : st == kNoPlacement ? ShapeCache::kFitsNoPlacement
@@ -812,7 +820,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
     // A changed node rejected for what never changes keeps its status; one that passed those
     // filters still does, and only the resource checks (on the packed room) and the score remain.
     using Room = ResourceFilter::Room;
-    ix.each_changed(sc.seq, *changed, [&](size_t i) {
+    ix.each_changed(sc.seq, [&](size_t i) {
       uint8_t& last = sc.room[i];
       if (last == ShapeCache::kFixed) return;
       const Room room = ResourceFilter::room_fit(pod, cluster.room(i));
@@ -829,7 +837,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
       sc.set_score(i, s ? s->score : kNone);
     });
   } else {
-    ix.each_changed(sc.seq, *changed, [&](size_t i) {
+    ix.each_changed(sc.seq, [&](size_t i) {
       const auto [st, score] = evaluate(i);
       sc.set(i, st, score);
     });
