@@ -538,14 +538,14 @@ struct ShapeCache {
   // Per node without default filters (the leaf's status; empty otherwise: there `room` says it).
   std::vector<uint32_t> status;
   std::vector<int64_t> counts;  // nodes per status id
-  // Per node, with default filters, its verdict at its last evaluation: kFixed when a filter
-  // rejected it for what never changes (its status was counted when the tree was built),
+  // Per node, with default filters, its verdict at its last evaluation, which is its status:
+  // kFixed when a filter rejected it for what never changes (counted when the tree was built),
   // kScored/kNoPlacement when it passed the filters, else the ResourceFilter::Room check it
-  // failed. A node that fails a resource check leaves its leaf as it was, and best() clears a
-  // leaf whose node was rejected when it surfaces (a rejection only lowers a score to kNone, so a
-  // stale leaf can only be too high). A changed node's visit then touches 1 byte per node (in
-  // cache) instead of its leaf, unless it is placeable.
-  // Without default filters every verdict is kFixed and `status` holds the status.
+  // failed. A changed node that fails the same check again costs this byte (in cache) and not
+  // its leaf. (Leaving a newly rejected node's leaf stale until it surfaced in best() was tried:
+  // packing policies put just-filled nodes on top, so most stale leaves surfaced anyway, each
+  // with a descent more.) Without default filters every verdict is kFixed and `status` holds
+  // the status.
   static constexpr uint8_t kFixed = 0xff;
   static constexpr uint8_t kFitsScored = 0;  // ResourceFilter::Room::kFits, scored
   static constexpr uint8_t kFitsNoPlacement = ResourceFilter::kRoomValues;
@@ -828,7 +828,8 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
         if (static_cast<uint8_t>(room) == last) return;  // the same rejection
         sc.count(ix.verdict_status(last), ix.room_status_id(room));
         last = static_cast<uint8_t>(room);
-        return;  // the leaf may keep a score: best() clears it if it surfaces
+        sc.set_score(i, kNone);
+        return;
       }
       auto s = score_->score(pod, cluster.node(i), ix.unused_rng);
       const uint8_t now = s ? ShapeCache::kFitsScored : ShapeCache::kFitsNoPlacement;
@@ -850,11 +851,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
     if (st == kScored || st == kNoPlacement) out.feasible += static_cast<size_t>(sc.counts[st]);
     if (st != kScored && sc.counts[st] > 0) out.reasons[ix.reasons[st]] = static_cast<int>(sc.counts[st]);
   }
-  auto best = sc.best();
-  while (best && sc.room[*best] != ShapeCache::kFixed && sc.room[*best] != ShapeCache::kFitsScored) {
-    sc.set_score(*best, kNone);  // rejected since it was scored (see ShapeCache::room)
-    best = sc.best();
-  }
+  const auto best = sc.best();
   if (ix.shapes.size() > kMaxShapes) {
     auto lru = ix.shapes.end();
     for (auto s = ix.shapes.begin(); s != ix.shapes.end(); ++s) {
