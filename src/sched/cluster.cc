@@ -84,9 +84,25 @@ int NodeState::full_free_gpus() const { return static_cast<int>(std::count(gpu_f
 
 int NodeState::max_gpu_free() const { return gpu_free.empty() ? 0 : *std::max_element(gpu_free.begin(), gpu_free.end()); }
 
+NodeRoom NodeRoom::of(const NodeState& n) {
+  NodeRoom r;
+  r.cpu_free = n.cpu_free;
+  r.memory_free = n.memory_free;
+  r.version = n.version;
+  r.gpus = static_cast<int32_t>(n.gpus());
+  r.max_gpu_free = n.gpu_free.empty() ? 0 : n.gpu_free.front();  // as NodeState::max_gpu_free()
+  for (int f : n.gpu_free) {
+    r.max_gpu_free = std::max(r.max_gpu_free, f);
+    r.full_free_gpus += f == kMilli ? 1 : 0;
+  }
+  return r;
+}
+
 Cluster::Cluster(std::vector<NodeState> nodes) : nodes_(std::move(nodes)) {
+  rooms_.reserve(nodes_.size());
   for (auto& n : nodes_) {
     n.version = next_version();
+    rooms_.push_back(NodeRoom::of(n));
     gpu_capacity_ += static_cast<int64_t>(n.gpus()) * kMilli;
     gpu_allocated_ += static_cast<int64_t>(n.gpus()) * kMilli - n.gpu_free_total();
   }
@@ -100,6 +116,7 @@ void Cluster::assign(const Pod& pod, const Placement& p) {
   gpu_allocated_ += pod.gpu_request();
   ++n.pods;
   n.version = next_version();
+  rooms_[p.node] = NodeRoom::of(n);
   record(p.node);
   if (pod.num_gpu > 0) ++n.gpu_pods_by_tag[pod.gpu_tag()];
 }
@@ -112,6 +129,7 @@ void Cluster::release(const Pod& pod, const Placement& p) {
   gpu_allocated_ -= pod.gpu_request();
   --n.pods;
   n.version = next_version();
+  rooms_[p.node] = NodeRoom::of(n);
   record(p.node);
   if (pod.num_gpu > 0 && --n.gpu_pods_by_tag[pod.gpu_tag()] == 0) n.gpu_pods_by_tag.erase(pod.gpu_tag());
 }

@@ -86,6 +86,19 @@ struct Pod {
   bool affinity_reads_node_name() const;
 };
 
+// What placements change of a node, packed (40 bytes) for scans over many nodes: the resources
+// NodeResourcesFit checks after the GPU model, and the node's version. Cluster keeps one per
+// node in step with NodeState (Cluster::room).
+struct NodeRoom {
+  int64_t cpu_free = 0, memory_free = 0;
+  uint64_t version = 0;  // NodeState::version
+  int32_t gpus = 0;
+  int32_t max_gpu_free = 0;    // largest free share of one GPU (milli)
+  int32_t full_free_gpus = 0;  // idle GPUs
+
+  static NodeRoom of(const NodeState& n);
+};
+
 // Where a pod goes: the node and the GPUs on it (indices into Node::gpu_free).
 struct Placement {
   size_t node = 0;
@@ -99,6 +112,8 @@ class Cluster {
 
   const std::vector<NodeState>& nodes() const { return nodes_; }
   const NodeState& node(size_t i) const { return nodes_[i]; }
+  // NodeRoom::of(node(i)), kept in step by assign/release.
+  const NodeRoom& room(size_t i) const { return rooms_[i]; }
   int64_t gpu_capacity() const { return gpu_capacity_; }  // milli
   int64_t gpu_allocated() const { return gpu_allocated_; }
 
@@ -125,6 +140,7 @@ class Cluster {
   void record(size_t node);
 
   std::vector<NodeState> nodes_;
+  std::vector<NodeRoom> rooms_;  // per node
   int64_t gpu_capacity_ = 0, gpu_allocated_ = 0;
   std::vector<uint32_t> log_;
   uint64_t log_base_ = 0;  // sequence number of log_[0]

@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <set>
 #include <string_view>
+#include <typeinfo>
 #include <unordered_map>
+#include <utility>
 
 #include "k8s/predicates.h"
 
@@ -64,17 +68,40 @@ class TaintFilter : public FilterPlugin {
 
 class ResourceFilter : public FilterPlugin {
  public:
-  const char* name() const override { return "NodeResourcesFit"; }
+  static constexpr const char* kName = "NodeResourcesFit";
+  const char* name() const override { return kName; }
   FitStatus filter(const Pod& pod, const NodeState& node) const override {
     if (pod.num_gpu > 0 && !model_allowed(pod.gpu_models, node.gpu_model)) return {FitCode::kGpuModel, name()};
-    if (node.cpu_free < pod.cpu_milli) return {FitCode::kInsufficient, name(), "cpu"};
-    if (node.memory_free < pod.memory_mib) return {FitCode::kInsufficient, name(), "memory"};
-    if (pod.num_gpu == 0) return {};
-    if (node.gpus() < pod.num_gpu) return {FitCode::kInsufficient, name(), kGpu};
+    return status(room_fit(pod, NodeRoom::of(node)));
+  }
+  // The checks after the GPU model, on what placements change only: the incremental path
+  // re-checks a changed node from Cluster::room alone.
+  enum class Room : uint8_t { kFits, kCpu, kMemory, kGpus, kShare };
+  static constexpr size_t kRoomValues = 5;
+  static Room room_fit(const Pod& pod, const NodeRoom& room) {
+    if (room.cpu_free < pod.cpu_milli) return Room::kCpu;
+    if (room.memory_free < pod.memory_mib) return Room::kMemory;
+    if (pod.num_gpu == 0) return Room::kFits;
+    if (room.gpus < pod.num_gpu) return Room::kGpus;
     if (pod.sharing()) {
-      if (node.max_gpu_free() < pod.gpu_milli) return {FitCode::kGpuShare, name()};
-    } else if (node.full_free_gpus() < pod.num_gpu) {
-      return {FitCode::kInsufficient, name(), kGpu};
+      if (room.max_gpu_free < pod.gpu_milli) return Room::kShare;
+    } else if (room.full_free_gpus < pod.num_gpu) {
+      return Room::kGpus;
+    }
+    return Room::kFits;
+  }
+  static FitStatus status(Room r) {
+    switch (r) {
+      case Room::kFits:
+        return {};
+      case Room::kCpu:
+        return {FitCode::kInsufficient, kName, "cpu"};
+      case Room::kMemory:
+        return {FitCode::kInsufficient, kName, "memory"};
+      case Room::kGpus:
+        return {FitCode::kInsufficient, kName, kGpu};
+      case Room::kShare:
+        return {FitCode::kGpuShare, kName};
     }
     return {};
   }
@@ -82,6 +109,11 @@ class ResourceFilter : public FilterPlugin {
  private:
   static constexpr const char* kGpu = "nvidia.com/gpu";
 };
+
+// Whether `filters` are default_filters() (same plugins, same order): then a node's filter
+// outcome for a pod splits into what assign/release never change (labels, taints, cordon, GPU
+// model: every status but kInsufficient and kGpuShare) and ResourceFilter::room_fit.
+bool are_default_filters(std::span<const std::unique_ptr<FilterPlugin>> filters);
 
 // Reasons by message, counted by status first: statuses other than taints have a fixed text, so
 // a scan formats each distinct one once, not once per node.
@@ -255,16 +287,16 @@ class Fgd : public ScorePlugin {
   const char* name() const override { return pack_ ? "FGDPack" : "FGD"; }
   bool pure() const override { return true; }  // the caches below hold values, never decide
   std::optional<NodeScore> score(const Pod& pod, const NodeState& n, std::mt19937_64&) override {
-    auto mask = masks_.find(n.gpu_model);
-    if (mask == masks_.end()) mask = masks_.emplace(n.gpu_model, allowed_shapes(workload_, n.gpu_model)).first;
-    auto& cached = before_[&n];  // F_n now, until the node changes
-    if (!cached.valid || cached.version != n.version) {
-      cached = {true, n.version, fragmentation(n, workload_, &mask->second)};
-    }
+    const std::vector<char>& mask = mask_for(n.gpu_model);
+    // F_n now. A Cluster's node versions are unique per node state (never 0), so an entry with
+    // this version holds it; a node outside a Cluster (version 0) is computed every time.
+    Cached scratch;
+    Cached& cached = n.version == 0 ? scratch : before_[n.version & (before_.size() - 1)];
+    if (n.version == 0 || cached.version != n.version) cached = {n.version, fragmentation(n, workload_, &mask)};
     std::optional<NodeScore> best;
     // Scores placing the pod on `gpus`; the first best candidate wins.
     auto consider = [&](const std::vector<int>& gpus) {
-      const double delta = fragmentation_after(n, pod, gpus, workload_, &mask->second) - cached.value;
+      const double delta = fragmentation_after(n, pod, gpus, workload_, &mask) - cached.value;
       const double sigmoid = 1.0 / (1.0 + std::exp(delta / 1000.0));
       double s = std::trunc(100.0 * sigmoid);
       if (pack_) {
@@ -303,16 +335,25 @@ class Fgd : public ScorePlugin {
     return all > 0 ? multi / all : 0;
   }
 
+  // The shapes allowed on GPU model `model` (a cluster has a handful of models: a linear search).
+  const std::vector<char>& mask_for(const std::string& model) {
+    for (const auto& [m, mask] : masks_) {
+      if (m == model) return mask;
+    }
+    masks_.emplace_back(model, allowed_shapes(workload_, model));
+    return masks_.back().second;
+  }
+
   std::vector<TaskShape> workload_;
   bool pack_;
   struct Cached {
-    bool valid = false;
-    uint64_t version = 0;
+    uint64_t version = 0;  // 0: empty (versions start at 1)
     double value = 0;
   };
-  std::unordered_map<const NodeState*, Cached> before_;
+  // F_n by node version, direct-mapped (a collision recomputes): 256 KiB, one probe.
+  std::vector<Cached> before_ = std::vector<Cached>(16384);
   std::vector<int> one_gpu_;  // score()'s scratch
-  std::unordered_map<std::string, std::vector<char>> masks_;  // GPU model -> shapes allowed on it
+  std::deque<std::pair<std::string, std::vector<char>>> masks_;  // GPU model -> shapes allowed on it (stable addresses)
 };
 
 }  // namespace
@@ -384,7 +425,10 @@ std::string Outcome::message() const {
 
 Framework::Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score,
                      TieBreak tie_break)
-    : filters_(std::move(filters)), score_(std::move(score)), tie_break_(tie_break) {}
+    : filters_(std::move(filters)),
+      score_(std::move(score)),
+      tie_break_(tie_break),
+      default_filters_(are_default_filters(filters_)) {}
 
 // ---- the incremental path (see Framework's comment) ----
 
@@ -470,36 +514,109 @@ std::string state_key(const NodeState& n) {
   return k;
 }
 
-// One pod shape's view of the cluster: each node's status (kScored, kNoPlacement or a filter
-// reason's id) and score in a max-tree whose leaves are the nodes in cluster order.
+// One pod shape's view of the cluster: each node's score under a max-tree of 8 children per
+// inner entry whose leaves are the nodes in cluster order, and each node's status (kScored,
+// kNoPlacement or a filter reason's id; see `room`). Leaves and inner entries are stored in
+// 64-byte blocks of 8 (unused slots kNone), so a block's maximum reads one cache line and a path
+// is 5 lines at 12,000 nodes: the refresh is bound by memory, not arithmetic.
 struct ShapeCache {
+  static constexpr size_t kFan = 8;
+  struct alignas(64) Block {
+    std::array<double, kFan> v;
+    double max() const {
+      double m = v[0];
+      for (size_t k = 1; k < kFan; ++k) m = std::max(m, v[k]);  // std::max: the first of equals
+      return m;
+    }
+  };
   uint64_t seq = 0;   // the Cluster::change_seq() it reflects
   uint64_t used = 0;  // Index::clock at its last use (LRU)
-  size_t leaves = 1;  // power of two >= nodes
-  std::vector<double> tree;      // tree[1] the root, tree[leaves + i] node i (kNone: no placement)
-  std::vector<uint32_t> status;  // per node
-  std::vector<int64_t> counts;   // nodes per status id
+  size_t nodes = 0;
+  // levels[0]: the leaves (node i: block i / 8, slot i % 8); levels[k][b / 8].v[b % 8]: the
+  // maximum of levels[k - 1]'s block b; the last level has one block, its slot 0 the root.
+  std::vector<std::vector<Block>> levels;
+  // Per node without default filters (the leaf's status; empty otherwise: there `room` says it).
+  std::vector<uint32_t> status;
+  std::vector<int64_t> counts;  // nodes per status id
+  // Per node, with default filters, its verdict at its last evaluation, which is its status:
+  // kFixed when a filter rejected it for what never changes (counted when the tree was built),
+  // kScored/kNoPlacement when it passed the filters, else the ResourceFilter::Room check it
+  // failed. A changed node that fails the same check again costs this byte (in cache) and not
+  // its leaf. (Leaving a newly rejected node's leaf stale until it surfaced in best() was tried:
+  // packing policies put just-filled nodes on top, so most stale leaves surfaced anyway, each
+  // with a descent more.) Without default filters every verdict is kFixed and `status` holds
+  // the status.
+  static constexpr uint8_t kFixed = 0xff;
+  static constexpr uint8_t kFitsScored = 0;  // ResourceFilter::Room::kFits, scored
+  static constexpr uint8_t kFitsNoPlacement = ResourceFilter::kRoomValues;
+  std::vector<uint8_t> room;
 
+  double& at(size_t level, size_t i) { return levels[level][i / kFan].v[i % kFan]; }
+  double at(size_t level, size_t i) const { return levels[level][i / kFan].v[i % kFan]; }
+  double leaf(size_t i) const { return at(0, i); }
+
+  // Sizes the tree for n nodes, every leaf kNone; `statuses`: keep per-node statuses.
+  void reset(size_t n, bool statuses) {
+    nodes = n;
+    Block none;
+    none.v.fill(kNone);
+    levels.clear();
+    size_t entries = n;  // of the level being added
+    levels.emplace_back((entries + kFan - 1) / kFan, none);
+    while (entries > 1) {  // up to a level of one entry, the root
+      entries = levels.back().size();
+      levels.emplace_back((entries + kFan - 1) / kFan, none);
+    }
+    status.assign(statuses ? n : 0, kScored);
+    room.assign(n, kFixed);
+  }
+  // Recomputes every inner entry from the leaves (after filling them).
+  void rebuild() {
+    for (size_t k = 1; k < levels.size(); ++k) {
+      for (size_t b = 0; b < levels[k - 1].size(); ++b) at(k, b) = levels[k - 1][b].max();
+    }
+  }
+  void count(uint32_t was, uint32_t now) {
+    if (was == now) return;
+    if (counts.size() <= now) counts.resize(now + 1, 0);
+    --counts[was];
+    ++counts[now];
+  }
+  // Without default filters: node i's status and score.
   void set(size_t i, uint32_t st, double score) {
-    if (status[i] == st && tree[leaves + i] == score) return;  // unchanged (the common case)
-    if (counts.size() <= st) counts.resize(st + 1, 0);
-    --counts[status[i]];
-    ++counts[st];
+    count(status[i], st);
     status[i] = st;
-    size_t x = leaves + i;
-    tree[x] = score;
-    for (x /= 2; x >= 1; x /= 2) {
-      const double m = std::max(tree[2 * x], tree[2 * x + 1]);
-      if (tree[x] == m) break;  // the rest of the path is unchanged
-      tree[x] = m;
+    set_score(i, score);
+  }
+  void set_score(size_t i, double score) {
+    const double old = at(0, i);
+    if (old == score) return;  // unchanged (the common case)
+    at(0, i) = score;
+    size_t b = i / kFan;  // the block of level k - 1 whose maximum is entry b of level k
+    if (old < score) {
+      // Risen: every entry on the path below the new score becomes it.
+      for (size_t k = 1; k < levels.size() && at(k, b) < score; ++k, b /= kFan) at(k, b) = score;
+      return;
+    }
+    // Fallen: an entry changes only where the old score was its maximum and no other child has it.
+    for (size_t k = 1; k < levels.size() && at(k, b) == old; ++k, b /= kFan) {
+      const double m = levels[k - 1][b].max();
+      if (m == at(k, b)) return;
+      at(k, b) = m;
     }
   }
   // The first node in cluster order with the highest score, or nullopt.
   std::optional<size_t> best() const {
-    if (tree[1] == kNone) return std::nullopt;
-    size_t x = 1;
-    while (x < leaves) x = tree[2 * x] == tree[x] ? 2 * x : 2 * x + 1;
-    return x - leaves;
+    if (nodes == 0 || levels.back()[0].v[0] == kNone) return std::nullopt;
+    size_t j = 0;  // entry of level k
+    for (size_t k = levels.size() - 1; k > 0; --k) {
+      const double v = at(k, j);
+      const Block& children = levels[k - 1][j];
+      size_t c = 0;
+      while (children.v[c] != v) ++c;
+      j = j * kFan + c;
+    }
+    return j;
   }
 };
 
@@ -519,8 +636,7 @@ struct Framework::Index {
   std::vector<uint64_t> state_stamps;                  // per state id: build that evaluated it
   std::vector<std::pair<uint32_t, double>> state_values;  // per state id: that evaluation
   uint64_t build = 0;
-  std::vector<uint64_t> stamps;    // dedupes a refresh's node list
-  uint64_t stamp = 0, clock = 0;
+  uint64_t clock = 0;
   std::unordered_map<std::string, ShapeCache> shapes;
   std::mt19937_64 unused_rng;  // pure plugins never draw from it
 
@@ -528,15 +644,44 @@ struct Framework::Index {
   // filter's handful, one per untolerated taint text), so statuses with a fixed text are found by
   // comparison, without formatting; taints by their text, the first ones by comparison too.
   std::vector<std::pair<FitStatus, uint32_t>> fixed_ids;
+  // Per status id: a rejection by what assign/release never change (labels, taints, cordon, GPU
+  // model) under default filters: such a node keeps its status for the shape, changed or not.
+  std::vector<char> unchanging{0, 0};
   uint32_t status_id(const FitStatus& s, const NodeState& node) {
+    uint32_t id = 0;
     if (s.code != FitCode::kUntoleratedTaint) {
-      for (const auto& [st, id] : fixed_ids) {
-        if (st == s) return id;
+      for (const auto& [st, known] : fixed_ids) {
+        if (st == s) return known;
       }
-      fixed_ids.emplace_back(s, reason_id(s.message(node)));
-      return fixed_ids.back().second;
+      id = reason_id(s.message(node));
+      fixed_ids.emplace_back(s, id);
+    } else {
+      id = reason_id(s.message(node));
     }
-    return reason_id(s.message(node));
+    if (unchanging.size() <= id) unchanging.resize(id + 1, 0);
+    unchanging[id] = s.code != FitCode::kInsufficient && s.code != FitCode::kGpuShare;
+    return id;
+  }
+  // The status of a node whose ShapeCache::room verdict is `v` (not kFixed).
+  uint32_t verdict_status(uint8_t v) {
+    if (v == ShapeCache::kFitsScored) return kScored;
+    if (v == ShapeCache::kFitsNoPlacement) return kNoPlacement;
+    return room_status_id(static_cast<ResourceFilter::Room>(v));
+  }
+  // status_id of ResourceFilter::status(r), looked up once per value.
+  std::array<uint32_t, ResourceFilter::kRoomValues> room_ids = filled_room_ids();
+  static std::array<uint32_t, ResourceFilter::kRoomValues> filled_room_ids() {
+    std::array<uint32_t, ResourceFilter::kRoomValues> ids;
+    ids.fill(UINT32_MAX);
+    return ids;
+  }
+  uint32_t room_status_id(ResourceFilter::Room r) {
+    uint32_t& id = room_ids[static_cast<size_t>(r)];
+    if (id == UINT32_MAX) {
+      static const NodeState kNoNode;  // the resource statuses name no taint
+      id = status_id(ResourceFilter::status(r), kNoNode);
+    }
+    return id;
   }
   uint32_t reason_id(const std::string& r) {
     constexpr size_t kLinear = 16;
@@ -552,13 +697,58 @@ struct Framework::Index {
     return it->second;
   }
   uint32_t state(const Cluster& c, size_t i) {
-    const NodeState& n = c.node(i);
-    if (versions[i] != n.version) {
-      auto [it, added] = state_ids.try_emplace(state_key(n), static_cast<uint32_t>(state_ids.size()));
+    const uint64_t version = c.room(i).version;
+    if (versions[i] != version) {
+      auto [it, added] = state_ids.try_emplace(state_key(c.node(i)), static_cast<uint32_t>(state_ids.size()));
       node_state[i] = it->second;
-      versions[i] = n.version;
+      versions[i] = version;
     }
     return node_state[i];
+  }
+  // The nodes that changed, most recent first (a list through newer/older), with the change
+  // sequence number of each one's last change: the nodes changed since seq S are the list's
+  // prefix with last_change >= S, each once however often it changed. catch_up() reads the log up
+  // to now (each entry once over the run); when the log was trimmed past `logged`, every node
+  // counts as changed just before now.
+  static constexpr uint32_t kNil = UINT32_MAX;
+  std::vector<uint64_t> last_change;
+  std::vector<uint32_t> newer, older;
+  uint32_t newest = kNil;
+  uint64_t logged = 0;
+  void reset_changes(uint64_t now) {
+    last_change.assign(nodes, 0);
+    newer.assign(nodes, kNil);
+    older.assign(nodes, kNil);
+    newest = kNil;
+    logged = now;
+  }
+  void touch(uint32_t i, uint64_t seq) {
+    if (newest != i) {
+      if (newer[i] != kNil || older[i] != kNil) {  // linked: unlink (i is not the head)
+        older[newer[i]] = older[i];
+        if (older[i] != kNil) newer[older[i]] = newer[i];
+      }
+      newer[i] = kNil;
+      older[i] = newest;
+      if (newest != kNil) newer[newest] = i;
+      newest = i;
+    }
+    last_change[i] = seq;
+  }
+  void catch_up(const Cluster& c) {
+    const uint64_t now = c.change_seq();
+    if (logged == now) return;
+    if (const auto ch = c.changes_since(logged)) {
+      for (size_t k = 0; k < ch->size(); ++k) touch((*ch)[k], logged + k);
+    } else {
+      for (size_t i = 0; i < nodes; ++i) touch(static_cast<uint32_t>(i), now - 1);
+    }
+    logged = now;
+  }
+  // Calls visit(i) once for every node changed since `since` (after catch_up).
+  template <typename Visit>
+  void each_changed(uint64_t since, Visit&& visit) {
+    for (uint32_t i = newest; i != kNil && last_change[i] >= since; i = older[i]) visit(i);
   }
   void trim_states() {
     if (state_ids.size() <= 2 * nodes + 1024) return;
@@ -582,7 +772,7 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
     ix.state_ids.clear();
     ix.node_state.assign(n, 0);
     ix.versions.assign(n, 0);
-    ix.stamps.assign(n, 0);
+    ix.reset_changes(cluster.change_seq());
   }
   // A node's status and score for this pod, exactly as the full scan computes them.
   auto evaluate = [&](size_t i) -> std::pair<uint32_t, double> {
@@ -596,13 +786,11 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
   auto [it, added] = ix.shapes.try_emplace(shape_key(pod));
   ShapeCache& sc = it->second;
   sc.used = ++ix.clock;
+  ix.catch_up(cluster);
   const auto changed = added ? std::nullopt : cluster.changes_since(sc.seq);
   if (!changed) {
     // Build: each distinct node state is evaluated once.
-    sc.leaves = 1;
-    while (sc.leaves < n) sc.leaves *= 2;
-    sc.tree.assign(2 * sc.leaves, kNone);
-    sc.status.assign(n, kScored);
+    sc.reset(n, !default_filters_);
     sc.counts.assign(ix.reasons.size(), 0);
     ix.trim_states();
     ++ix.build;
@@ -619,18 +807,41 @@ Outcome Framework::schedule_indexed(const Pod& pod, Cluster& cluster, std::mt199
       const auto [st, score] = ix.state_values[id];
       if (sc.counts.size() <= st) sc.counts.resize(st + 1, 0);
       ++sc.counts[st];
-      sc.status[i] = st;
-      sc.tree[sc.leaves + i] = score;
+      sc.at(0, i) = score;
+      if (!default_filters_) sc.status[i] = st;
+      if (default_filters_ && !ix.unchanging[st]) {
+        sc.room[i] = st == kScored        ? ShapeCache::kFitsScored
+                     : st == kNoPlacement ? ShapeCache::kFitsNoPlacement
+                                          : static_cast<uint8_t>(ResourceFilter::room_fit(pod, cluster.room(i)));
+      }
     }
-    for (size_t x = sc.leaves - 1; x >= 1; --x) sc.tree[x] = std::max(sc.tree[2 * x], sc.tree[2 * x + 1]);
+    sc.rebuild();
+  } else if (default_filters_) {
+    // A changed node rejected for what never changes keeps its status; one that passed those
+    // filters still does, and only the resource checks (on the packed room) and the score remain.
+    using Room = ResourceFilter::Room;
+    ix.each_changed(sc.seq, [&](size_t i) {
+      uint8_t& last = sc.room[i];
+      if (last == ShapeCache::kFixed) return;
+      const Room room = ResourceFilter::room_fit(pod, cluster.room(i));
+      if (room != Room::kFits) {
+        if (static_cast<uint8_t>(room) == last) return;  // the same rejection
+        sc.count(ix.verdict_status(last), ix.room_status_id(room));
+        last = static_cast<uint8_t>(room);
+        sc.set_score(i, kNone);
+        return;
+      }
+      auto s = score_->score(pod, cluster.node(i), ix.unused_rng);
+      const uint8_t now = s ? ShapeCache::kFitsScored : ShapeCache::kFitsNoPlacement;
+      sc.count(ix.verdict_status(last), ix.verdict_status(now));
+      last = now;
+      sc.set_score(i, s ? s->score : kNone);
+    });
   } else {
-    ++ix.stamp;
-    for (uint32_t i : *changed) {
-      if (ix.stamps[i] == ix.stamp) continue;
-      ix.stamps[i] = ix.stamp;
+    ix.each_changed(sc.seq, [&](size_t i) {
       const auto [st, score] = evaluate(i);
       sc.set(i, st, score);
-    }
+    });
   }
   sc.seq = cluster.change_seq();
 
@@ -738,6 +949,17 @@ std::vector<std::unique_ptr<FilterPlugin>> default_filters() {
   f.push_back(std::make_unique<ResourceFilter>());
   return f;
 }
+
+namespace {
+bool are_default_filters(std::span<const std::unique_ptr<FilterPlugin>> filters) {
+  const auto defaults = default_filters();
+  if (filters.size() != defaults.size()) return false;
+  for (size_t i = 0; i < filters.size(); ++i) {
+    if (!filters[i] || typeid(*filters[i]) != typeid(*defaults[i])) return false;
+  }
+  return true;
+}
+}  // namespace
 
 const std::map<std::string, PolicyFactory>& policy_registry() {
   static const std::map<std::string, PolicyFactory> kRegistry = {

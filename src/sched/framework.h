@@ -111,12 +111,13 @@ struct SchedulingContext {
 // score in a max-tree over cluster order, valid for one Cluster (its id()): a decision refreshes
 // only the nodes changed since that shape was last scheduled (Cluster::changes_since), and a
 // shape's first decision scores each distinct node state once (states are interned to ids once
-// per node change, shared by all shapes). The result (placement, feasible
-// count, reasons) is exactly the full scan's: the first node in cluster order with the highest
-// score. Other combinations (random tie-break, the Random policy, a pod whose node affinity reads
-// node names through match_fields) scan every node as before.
-// Memory: one tree of 16 bytes per node per cached shape (at most 512 shapes, least recently
-// used evicted).
+// per node change, shared by all shapes). With default_filters() a changed node is re-checked
+// from Cluster::room (resources only) and scored only when it passes (docs/scheduling.md). The
+// result (placement, feasible count, reasons) is exactly the full scan's: the first node in
+// cluster order with the highest score. Other combinations (random tie-break, the Random policy,
+// a pod whose node affinity reads node names through match_fields) scan every node as before.
+// Memory: about 8.5 bytes per node per cached shape (12.5 with filters of one's own; at most 512
+// shapes, least recently used evicted) and 56 bytes per node besides.
 class Framework {
  public:
   Framework(std::vector<std::unique_ptr<FilterPlugin>> filters, std::unique_ptr<ScorePlugin> score,
@@ -143,6 +144,7 @@ class Framework {
   std::vector<size_t> feasible_;
   std::vector<NodeScore> scores_;
   bool incremental_ = true;
+  bool default_filters_ = false;  // filters_ are default_filters(): the refresh re-checks resources only
   struct Index;  // the per-shape score trees (framework.cc)
   std::unique_ptr<Index> index_;
   Outcome schedule_indexed(const Pod& pod, Cluster& cluster, std::mt19937_64& rng);

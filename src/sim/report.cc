@@ -158,6 +158,7 @@ std::string json(const std::vector<PolicySummary>& s, const std::vector<RunResul
                           r.frag_ratio_at_90 >= 0 ? nlohmann::json(100 * r.frag_ratio_at_90) : nlohmann::json()},
                          {"placementHash", fmt::format("{:016x}", r.placement_hash)},
                          {"seconds", r.seconds},
+                         {"cpuSeconds", r.cpu_seconds},
                          {"unscheduledByShape", r.unscheduled_by_shape},
                          {"unscheduledByReason", r.unscheduled_by_reason}});
     if (r.queue.enabled) {

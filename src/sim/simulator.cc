@@ -10,6 +10,8 @@
 #include <queue>
 #include <random>
 
+#include <time.h>
+
 #include "sched/framework.h"
 
 namespace kgpu::sim {
@@ -21,6 +23,13 @@ std::string shape_name(const sched::Pod& p) {
 }
 
 namespace {
+
+// CPU time of the calling thread, in seconds.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 struct Recorder {
   RunResult& r;
@@ -139,6 +148,7 @@ uint64_t scheduling_seed(uint64_t seed) { return seed * 0x9e3779b97f4a7c15ULL + 
 Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                    const RunOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = thread_cpu_seconds();
   auto arrivals = fgd_arrivals(nodes, pods, o.seed, o.target_arrived);
   if (!arrivals) return std::unexpected(arrivals.error());
   const auto workload = sched::target_workload(pods);
@@ -174,6 +184,7 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, c
   }
   r.placement_hash = hasher.hash();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu_seconds = thread_cpu_seconds() - cpu0;
   return r;
 }
 
@@ -279,6 +290,7 @@ std::string gpu_class_name(int c) {
 Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                   const RunOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = thread_cpu_seconds();
   if (!(o.arrival_speedup > 0)) return fail(ErrorCode::kInvalidArgument, "arrival speed-up must be > 0");
   const auto workload = sched::target_workload(pods);
   auto fw = framework_for(pods, workload, o);
@@ -459,6 +471,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, co
   }
   r.placement_hash = hasher.hash();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu_seconds = thread_cpu_seconds() - cpu0;
   return r;
 }
 

@@ -63,7 +63,8 @@ struct RunResult {
   std::vector<CurvePoint> curve;                    // one point per whole percent of arrived
   std::map<std::string, int> unscheduled_by_shape;  // "1x0.46 GPU", "2 GPU", "CPU only"
   std::map<std::string, int> unscheduled_by_reason;
-  double seconds = 0;
+  double seconds = 0;      // wall-clock time of the run (trace loading excluded)
+  double cpu_seconds = 0;  // CPU time of the thread that ran it: the cost without a busy machine's waits
   // FNV-1a over every decision in arrival order: pod name, then the node's name and the GPU
   // indices, or a marker when unscheduled. Equal hashes = identical placements (the check that
   // optimisations of the framework do not move any decision).

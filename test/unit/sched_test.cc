@@ -301,69 +301,164 @@ TEST(Framework, TypedStatuses) {
 // exactly as the full scan: same node, GPUs, feasible count and reasons at every step, through
 // placements and releases, for every deterministic policy, on a cluster with repeated node states,
 // models, labels and taints.
+// A filter that is not one of default_filters(): the incremental path then re-runs every filter
+// on a changed node instead of re-checking resources alone. (Filters read what state ids intern:
+// labels, not names.)
+class GpuPodsOnOddRacks : public FilterPlugin {
+ public:
+  const char* name() const override { return "GpuPodsOnOddRacks"; }
+  FitStatus filter(const Pod& p, const NodeState& n) const override {
+    const auto rack = n.labels.find("rack");
+    if (p.num_gpu == 0 || (rack != n.labels.end() && rack->second == "odd")) return {};
+    return {FitCode::kNodeAffinity, name()};
+  }
+};
+
+// Every decision of the incremental path (per-shape score trees, the resource re-check of changed
+// nodes) against the full scan, through placements and releases, for every deterministic policy,
+// on clusters of one to four tree levels (8 children per entry), with default filters and with a
+// filter list of its own.
 TEST(Framework, IncrementalDecidesAsTheFullScan) {
-  std::mt19937_64 gen(7);
-  std::vector<NodeState> nodes;
-  const std::vector<std::string> models = {"T4", "V100M16", "A100"};
-  for (int i = 0; i < 60; ++i) {
-    const int gpus = std::vector<int>{0, 1, 2, 4, 8}[gen() % 5];
-    NodeState n = node("n" + std::to_string(i), std::vector<int>(static_cast<size_t>(gpus), 1000),
-                  std::vector<int64_t>{32000, 64000, 96000}[gen() % 3], models[gen() % 3]);
-    if (gen() % 7 == 0) n.labels["pool"] = "a";
-    if (gen() % 9 == 0) n.taints.push_back({"dedicated", "x", "NoSchedule"});
-    n.unschedulable = i % 13 == 4;
-    if (i % 5 == 1) n.labels["zone"] = i % 10 == 1 ? "a" : "b";
-    nodes.push_back(std::move(n));
-  }
-  std::vector<Pod> shapes;
-  for (int i = 0; i < 12; ++i) {
-    const int kind = static_cast<int>(gen() % 4);
-    Pod p = kind == 0   ? pod(0, 0, 2000)
-            : kind == 1 ? pod(1, std::vector<int>{250, 500, 300}[gen() % 3], std::vector<int64_t>{1000, 4000}[gen() % 2])
-            : kind == 2 ? pod(1, 1000, 8000)
-                        : pod(std::vector<int>{2, 4, 8}[gen() % 3], 1000, 16000);
-    if (gen() % 5 == 0) p.gpu_models = {"T4"};
-    if (gen() % 6 == 0) p.node_selector["pool"] = "a";
-    if (gen() % 4 == 0) p.tolerations.push_back({"dedicated", "Exists", "", "NoSchedule"});
-    if (i % 4 == 1) {
-      p.required_affinity.push_back(NodeSelectorTerm{{NodeSelectorRequirement{"zone", "NotIn", {"a"}}}, {}});
-    }
-    if (i % 6 == 5) p.tolerations.push_back({"node.kubernetes.io/unschedulable", "Exists", "", ""});
-    shapes.push_back(p);
-  }
-  SchedulingContext ctx;
-  ctx.workload = {shape(1, 500, 1000, 0.5), shape(1, 1000, 4000, 0.3), shape(2, 1000, 8000, 0.2)};
-  ctx.tie_break = TieBreak::kFirst;
-  for (const std::string policy : {"LeastAllocated", "MostAllocated", "DotProduct", "GpuClustering", "GpuPacking",
-                                   "BestFit", "FGD", "FGDPack"}) {
-    auto fast = make_framework(policy, ctx), slow = make_framework(policy, ctx);
-    ASSERT_TRUE(fast && slow);
-    slow->set_incremental(false);
-    Cluster a(nodes), b(nodes);
-    std::mt19937_64 ra(1), rb(1), steps(3);
-    std::vector<std::pair<Pod, Placement>> placed;
-    int placements = 0;
-    for (int step = 0; step < 400; ++step) {
-      if (!placed.empty() && steps() % 3 == 0) {  // a pod leaves
-        const size_t k = steps() % placed.size();
-        fast->unreserve(placed[k].first, placed[k].second, a);
-        slow->unreserve(placed[k].first, placed[k].second, b);
-        placed.erase(placed.begin() + static_cast<std::ptrdiff_t>(k));
-        continue;
+  for (const int size : {1, 9, 60, 700}) {
+    for (const bool own_filters : {false, true}) {
+      std::mt19937_64 gen(7 + static_cast<uint64_t>(size));
+      std::vector<NodeState> nodes;
+      const std::vector<std::string> models = {"T4", "V100M16", "A100"};
+      for (int i = 0; i < size; ++i) {
+        const int gpus = std::vector<int>{0, 1, 2, 4, 8}[gen() % 5];
+        NodeState n = node("n" + std::to_string(i), std::vector<int>(static_cast<size_t>(gpus), 1000),
+                           std::vector<int64_t>{32000, 64000, 96000}[gen() % 3], models[gen() % 3]);
+        if (gen() % 7 == 0) n.labels["pool"] = "a";
+        if (gen() % 9 == 0) n.taints.push_back({"dedicated", "x", "NoSchedule"});
+        n.unschedulable = i % 13 == 4;
+        if (i % 5 == 1) n.labels["zone"] = i % 10 == 1 ? "a" : "b";
+        if (own_filters) n.labels["rack"] = i % 2 == 1 ? "odd" : "even";
+        nodes.push_back(std::move(n));
       }
-      const Pod& p = shapes[steps() % shapes.size()];
-      const Outcome x = fast->schedule(p, a, ra), y = slow->schedule(p, b, rb);
-      ASSERT_EQ(x.placement.has_value(), y.placement.has_value()) << policy << " step " << step;
-      EXPECT_EQ(x.feasible, y.feasible) << policy << " step " << step;
-      EXPECT_EQ(x.reasons, y.reasons) << policy << " step " << step;
-      if (!x.placement) continue;
-      ASSERT_EQ(x.placement->node, y.placement->node) << policy << " step " << step;
-      ASSERT_EQ(x.placement->gpus, y.placement->gpus) << policy << " step " << step;
-      placed.emplace_back(p, *x.placement);
-      ++placements;
+      std::vector<Pod> shapes;
+      for (int i = 0; i < 12; ++i) {
+        const int kind = static_cast<int>(gen() % 4);
+        Pod p = kind == 0   ? pod(0, 0, 2000)
+                : kind == 1 ? pod(1, std::vector<int>{250, 500, 300}[gen() % 3], std::vector<int64_t>{1000, 4000}[gen() % 2])
+                : kind == 2 ? pod(1, 1000, 8000)
+                            : pod(std::vector<int>{2, 4, 8}[gen() % 3], 1000, 16000);
+        if (gen() % 5 == 0) p.gpu_models = {"T4"};
+        if (gen() % 6 == 0) p.node_selector["pool"] = "a";
+        if (gen() % 4 == 0) p.tolerations.push_back({"dedicated", "Exists", "", "NoSchedule"});
+        if (i % 4 == 1) {
+          p.required_affinity.push_back(NodeSelectorTerm{{NodeSelectorRequirement{"zone", "NotIn", {"a"}}}, {}});
+        }
+        if (i % 6 == 5) p.tolerations.push_back({"node.kubernetes.io/unschedulable", "Exists", "", ""});
+        shapes.push_back(p);
+      }
+      SchedulingContext ctx;
+      ctx.workload = {shape(1, 500, 1000, 0.5), shape(1, 1000, 4000, 0.3), shape(2, 1000, 8000, 0.2)};
+      ctx.tie_break = TieBreak::kFirst;
+      const int steps_per_run = 400 + 2 * size;
+      for (const std::string policy : {"LeastAllocated", "MostAllocated", "DotProduct", "GpuClustering",
+                                       "GpuPacking", "BestFit", "FGD", "FGDPack"}) {
+        SCOPED_TRACE(policy + " on " + std::to_string(size) + " nodes" + (own_filters ? ", own filters" : ""));
+        auto make = [&] {
+          auto fw = make_framework(policy, ctx);
+          if (!fw || !own_filters) return fw;
+          auto filters = default_filters();
+          filters.push_back(std::make_unique<GpuPodsOnOddRacks>());
+          auto score = policy_registry().at(policy)(ctx);
+          return Result<Framework>(Framework(std::move(filters), std::move(score), TieBreak::kFirst));
+        };
+        auto fast = make(), slow = make();
+        ASSERT_TRUE(fast && slow);
+        slow->set_incremental(false);
+        Cluster a(nodes), b(nodes);
+        std::mt19937_64 ra(1), rb(1), steps(3);
+        std::vector<std::pair<Pod, Placement>> placed;
+        int placements = 0, unplaced = 0;
+        for (int step = 0; step < steps_per_run; ++step) {
+          if (!placed.empty() && steps() % 3 == 0) {  // a pod leaves
+            const size_t k = steps() % placed.size();
+            fast->unreserve(placed[k].first, placed[k].second, a);
+            slow->unreserve(placed[k].first, placed[k].second, b);
+            placed.erase(placed.begin() + static_cast<std::ptrdiff_t>(k));
+            continue;
+          }
+          const Pod& p = shapes[steps() % shapes.size()];
+          const Outcome x = fast->schedule(p, a, ra), y = slow->schedule(p, b, rb);
+          ASSERT_EQ(x.placement.has_value(), y.placement.has_value()) << "step " << step;
+          ASSERT_EQ(x.feasible, y.feasible) << "step " << step;
+          ASSERT_EQ(x.reasons, y.reasons) << "step " << step;
+          if (!x.placement) {
+            ++unplaced;
+            continue;
+          }
+          ASSERT_EQ(x.placement->node, y.placement->node) << "step " << step;
+          ASSERT_EQ(x.placement->gpus, y.placement->gpus) << "step " << step;
+          placed.emplace_back(p, *x.placement);
+          ++placements;
+        }
+        EXPECT_GT(placements, size >= 60 ? 50 : 0);
+        if (size == 60) {
+          EXPECT_GT(unplaced, 10);  // the small cluster fills: rejections by resources
+        }
+        for (size_t i = 0; i < a.nodes().size(); ++i) {  // the packed room in step with the nodes
+          const NodeRoom want = NodeRoom::of(a.node(i)), got = a.room(i);
+          ASSERT_EQ(std::tie(got.cpu_free, got.memory_free, got.version, got.gpus, got.max_gpu_free, got.full_free_gpus),
+                    std::tie(want.cpu_free, want.memory_free, want.version, want.gpus, want.max_gpu_free,
+                             want.full_free_gpus))
+              << "node " << i;
+        }
+      }
     }
-    EXPECT_GT(placements, 50) << policy;
   }
+}
+
+// Changes made past the framework (the cluster's change log trimmed before the next decision)
+// still reach every shape's scores.
+TEST(Framework, IncrementalSurvivesATrimmedChangeLog) {
+  std::vector<NodeState> nodes;
+  for (int i = 0; i < 20; ++i) nodes.push_back(node("n" + std::to_string(i), {1000, 1000}));
+  SchedulingContext ctx;
+  ctx.tie_break = TieBreak::kFirst;
+  auto fast = make_framework("BestFit", ctx), slow = make_framework("BestFit", ctx);
+  ASSERT_TRUE(fast && slow);
+  slow->set_incremental(false);
+  Cluster a(nodes), b(nodes);
+  std::mt19937_64 ra(1), rb(1);
+  const Pod share = pod(1, 500), whole = pod(1, 1000);
+  for (const Pod* p : {&share, &whole}) ASSERT_TRUE(fast->schedule(*p, a, ra).placement && slow->schedule(*p, b, rb).placement);
+  const uint64_t start = a.change_seq();
+  for (int k = 0; k < 70000; ++k) {  // placed and released behind the framework's back: 140,000 log entries
+    a.assign(share, Placement{static_cast<size_t>(k % 20), {1}});
+    a.release(share, Placement{static_cast<size_t>(k % 20), {1}});
+  }
+  ASSERT_FALSE(a.changes_since(start));  // trimmed
+  a.assign(whole, Placement{7, {1}});  // and one change that stays
+  b.assign(whole, Placement{7, {1}});
+  for (const Pod* p : {&share, &whole, &share}) {
+    const Outcome x = fast->schedule(*p, a, ra), y = slow->schedule(*p, b, rb);
+    ASSERT_TRUE(x.placement && y.placement);
+    EXPECT_EQ(x.placement->node, y.placement->node);
+    EXPECT_EQ(x.placement->gpus, y.placement->gpus);
+    EXPECT_EQ(x.feasible, y.feasible);
+  }
+}
+
+// FGD caches a node's fragmentation by node version; a node outside a Cluster (version 0) that
+// changes in place is scored from its current state every time.
+TEST(Fgd, ANodeOutsideAClusterIsScoredFromItsCurrentState) {
+  SchedulingContext ctx;
+  ctx.workload = {shape(1, 1000)};
+  auto fgd = policy_registry().at("FGD")(ctx);
+  std::mt19937_64 rng(1);
+  NodeState n = node("a", {1000, 1000});
+  const auto idle = fgd->score(pod(1, 500), n, rng);
+  n.gpu_free = {500, 1000};
+  const auto half = fgd->score(pod(1, 500), n, rng);
+  const auto fresh = policy_registry().at("FGD")(ctx)->score(pod(1, 500), n, rng);
+  ASSERT_TRUE(idle && half && fresh);
+  EXPECT_EQ(idle->score, 37);  // a half GPU left that the whole-GPU shape cannot use: dF = +500
+  EXPECT_EQ(half->score, 62);  // the half GPU filled: dF = -500
+  EXPECT_EQ(half->score, fresh->score);
+  EXPECT_EQ(half->gpus, std::vector<int>{0});
 }
 
 TEST(Cluster, ChangeLogAndIdentity) {
@@ -444,6 +539,9 @@ TEST(Simulator, FgdProtocolIsDeterministicAndReachesTheTarget) {
   EXPECT_DOUBLE_EQ(a->final_allocated, b->final_allocated);
   EXPECT_LE(a->final_allocated, 1.0);
   EXPECT_FALSE(a->curve.empty());
+  // The run's CPU time is measured (a busy machine's waits excluded): never more than its wall time.
+  EXPECT_GT(a->cpu_seconds, 0);
+  EXPECT_LE(a->cpu_seconds, a->seconds + 1e-3);
 }
 
 TEST(Simulator, TimeDrivenFreesCapacity) {
