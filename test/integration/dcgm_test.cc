@@ -2,8 +2,10 @@
 // DCGM (tools/fake-dcgm) serving the fake NVML's node: values and labels on the exporter page,
 // the start-up line without DCGM, and hostile cases (missing symbols, dcgmInit failing, a host
 // engine that is unreachable or goes away, blank / not supported answers, a GPU falling off).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -328,6 +330,37 @@ TEST_F(DcgmTest, UnreachableHostEngineIsRetriedAndLostOneComesBack) {
   r = p.read();
   EXPECT_EQ(r.size(), 3u) << p.problem();
   EXPECT_DOUBLE_EQ(r.at(kA1).at(kFieldProfGrEngineActive), 0.90);
+}
+
+TEST_F(DcgmTest, HostEngineOverTcpAsDcgmExporterReachesIt) {
+  // nv-hostengine's TCP port: a listening socket on a port the system chooses.
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof sa;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  const int port = ntohs(sa.sin_port);
+  auto o = options();
+  o.remote = "127.0.0.1:" + std::to_string(port);
+  {
+    Profiler p(o);
+    ASSERT_TRUE(p.start()) << p.problem();
+    EXPECT_EQ(p.read().size(), 3u);
+    EXPECT_TRUE(logs_.has("reading profiling fields through the DCGM host engine at 127.0.0.1:" + std::to_string(port)))
+        << logs_.text();
+  }
+  ::close(fd);  // nothing listens there any more
+  Profiler p(o);
+  EXPECT_FALSE(p.start());
+  EXPECT_TRUE(p.may_recover());
+  EXPECT_NE(p.problem().find("cannot reach the DCGM host engine at 127.0.0.1:" + std::to_string(port) +
+                             ": The connection to the host engine is not valid any longer (CONNECTION_NOT_VALID)"),
+            std::string::npos)
+      << p.problem();
 }
 
 TEST_F(DcgmTest, BlankAndNotSupportedFieldsAreOmittedAndLoggedOnce) {

@@ -22,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include "common/files.h"
@@ -557,3 +558,11 @@ FAKE_API const char* errorString(Return r) {
       return return_name(r);
   }
 }
+
+// Every entry point of the ABI table is defined here with exactly its declared type, and
+// referenced (a missing one fails the link).
+#define KGPU_FAKE_CHECK(name, ret, params) \
+  static_assert(std::is_same_v<decltype(&::name), kgpu::dcgm::fn::name>, #name " does not match abi.h");
+KGPU_DCGM_FUNCTIONS(KGPU_FAKE_CHECK)
+#undef KGPU_FAKE_CHECK
+static_assert(std::is_same_v<decltype(&::errorString), kgpu::dcgm::fn::errorString>);
