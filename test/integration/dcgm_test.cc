@@ -412,6 +412,41 @@ TEST_F(DcgmTest, GpuThatCannotBeProfiledOrFallsOffCostsOnlyItsOwnSeries) {
   EXPECT_TRUE(logs_.has("DCGM reads GPU " + std::string(kA1) + " again")) << logs_.text();
 }
 
+TEST_F(DcgmTest, ValuesDcgmStopsRefreshingAreOmittedNotFrozen) {
+  DcgmSettingsFile settings("gpus:\n  - index: 1\n    frozen: true\n");
+  FakeClock clock;
+  auto o = options();
+  o.clock = &clock;
+  o.stale_after = std::chrono::seconds(60);
+  Profiler p(o);
+  ASSERT_TRUE(p.start()) << p.problem();
+  EXPECT_TRUE(p.read().contains(kA1));
+  clock.advance(std::chrono::seconds(30));
+  EXPECT_TRUE(p.read().contains(kA1)) << "not stale yet";
+  clock.advance(std::chrono::seconds(31));
+  auto r = p.read();
+  EXPECT_FALSE(r.contains(kA1));
+  EXPECT_TRUE(r.contains(kA0)) << "a GPU whose values move keeps its series";
+  EXPECT_TRUE(
+      logs_.has("DCGM has not refreshed DCGM_FI_PROF_GR_ENGINE_ACTIVE on GPU " + std::string(kA1) + " for 61 s"))
+      << logs_.text();
+  settings.rewrite("");
+  EXPECT_DOUBLE_EQ(p.read().at(kA1).at(kFieldProfGrEngineActive), 0.90);
+}
+
+TEST_F(DcgmTest, DcgmTurnedOffSaysSo) {
+  auto node = kgpu::testing::open_fake();
+  ASSERT_TRUE(node);
+  auto inv = node->inventory();
+  ASSERT_TRUE(inv);
+  metrics::DcgmOptions dopt;
+  dopt.enabled = false;
+  dopt.library = KGPU_FAKE_DCGM;
+  EXPECT_EQ(metrics::start_profiling(dopt, metrics::default_counters(), *inv, std::chrono::seconds(1), nullptr),
+            nullptr);
+  EXPECT_TRUE(logs_.has("but is not available (turned off with --dcgm=off)")) << logs_.text();
+}
+
 TEST_F(DcgmTest, WholeReadFailingKeepsTheAgentUp) {
   DcgmSettingsFile settings("");
   Profiler p(options());

@@ -116,6 +116,7 @@ TEST(FakeDcgmSettings, ParsesAnswersAndFaults) {
       "gpus:\n"
       "  - index: 1\n"
       "    profiling: false\n"
+      "    frozen: true\n"
       "    fields: {DCGM_FI_PROF_SM_ACTIVE: blank, DCGM_FI_PROF_DRAM_ACTIVE: 0.5,\n"
       "             DCGM_FI_PROF_PIPE_FP64_ACTIVE: {status: NO_DATA}}\n",
       "dcgm.yaml");
@@ -124,6 +125,7 @@ TEST(FakeDcgmSettings, ParsesAnswersAndFaults) {
   EXPECT_EQ(s->read_error, kTimeout);
   const auto& g = s->gpus.at(1);
   EXPECT_FALSE(g.profiling);
+  EXPECT_TRUE(g.frozen);
   EXPECT_EQ(g.answers.at(kFieldProfSmActive).kind, fake_dcgm::Answer::kBlank);
   EXPECT_DOUBLE_EQ(g.answers.at(kFieldProfDramActive).number, 0.5);
   EXPECT_EQ(g.answers.at(kFieldProfPipeFp64Active).status, kNoData);

@@ -92,12 +92,13 @@ Result<Settings> parse_settings(const std::string& text, const std::string& sour
       for (size_t i = 0; i < gs.size(); ++i) {
         const auto& g = gs[i];
         const auto path = fmt::format("gpus[{}]", i);
-        keys(source, g, path, {"index", "profiling", "fields"});
+        keys(source, g, path, {"index", "profiling", "frozen", "fields"});
         if (!g["index"]) bad(source, g, path + ".index", "required");
         const auto index = g["index"].as<unsigned>();
         if (index >= dcgm::kMaxDevices) bad(source, g["index"], path + ".index", "must be below 32");
         auto& gpu = s.gpus[index];
         if (g["profiling"]) gpu.profiling = g["profiling"].as<bool>();
+        if (g["frozen"]) gpu.frozen = g["frozen"].as<bool>();
         if (const auto fs = g["fields"]) {
           if (!fs.IsMap()) bad(source, fs, path + ".fields", "expected a mapping of DCGM_FI_PROF_* names");
           for (const auto& kv : fs) {

@@ -21,6 +21,7 @@ struct Answer {
 
 struct GpuSettings {
   bool profiling = true;  // false: watching a profiling field fails with PROFILING_NOT_SUPPORTED
+  bool frozen = false;    // true: the values' timestamps stop moving (DCGM stopped refreshing them)
   std::map<unsigned short, Answer> answers;
 };
 

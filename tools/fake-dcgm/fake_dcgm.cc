@@ -74,6 +74,7 @@ struct Fake {
   std::map<Handle, Session> sessions;
   Handle next_handle = 100;
   uintptr_t next_id = 1;
+  int64_t last_ts = 0;
   std::chrono::steady_clock::time_point loaded_at = std::chrono::steady_clock::now();
 
   void complain(const std::string& what) const { std::fprintf(stderr, "fake DCGM: %s\n", what.c_str()); }
@@ -472,9 +473,11 @@ FAKE_API Return dcgmEntitiesGetLatestValues(Handle handle, EntityPair* entities,
   }
   if (f.settings.read_error) return *f.settings.read_error;
   const double t = f.now_s();
-  const int64_t ts =
+  // Each update cycle has a newer timestamp than the last, as DCGM's watches do.
+  const int64_t now_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
+  const int64_t ts = f.last_ts = std::max<int64_t>(f.last_ts + 1, now_us);
   for (unsigned e = 0; e < entity_count; ++e) {
     for (unsigned k = 0; k < field_count; ++k) {
       FieldValue& v = values[e * field_count + k];
@@ -486,6 +489,7 @@ FAKE_API Return dcgmEntitiesGetLatestValues(Handle handle, EntityPair* entities,
       v.fieldType = field_type(fields[k]);
       v.ts = ts;
       const unsigned gpu = entities[e].entityId;
+      if (const auto* gs = f.gpu_settings(gpu); gs != nullptr && gs->frozen) v.ts = 1'700'000'000'000'000LL;
       if (entities[e].entityGroupId != kEntityGpu || gpu >= f.node.gpus.size() || !known_field(fields[k])) {
         v.status = kBadParam;
         set_blank(v, 0);

@@ -48,6 +48,9 @@ const char* blank_kind(long long offset) {
 
 Profiler::Profiler(ProfilerOptions options)
     : opt_(std::move(options)), clock_(opt_.clock != nullptr ? *opt_.clock : Clock::real()) {
+  name_prefix_ = fmt::format("kgpu-{}-{:x}", ::getpid(),
+                             std::chrono::system_clock::now().time_since_epoch().count() & 0xffffffffffULL);
+  stale_after_ = std::max<std::chrono::steady_clock::duration>(opt_.stale_after, 10 * opt_.interval);
   std::ranges::sort(opt_.fields);
   auto [first, last] = std::ranges::unique(opt_.fields);
   opt_.fields.erase(first, last);
@@ -90,7 +93,7 @@ bool Profiler::start() {
 FieldGroupId Profiler::field_group(const std::vector<unsigned short>& fields, bool* ok) {
   *ok = true;
   if (auto it = field_groups_.find(fields); it != field_groups_.end()) return it->second;
-  const std::string name = fmt::format("kgpu-{}-{}-fields", ::getpid(), ++sequence_);
+  const std::string name = fmt::format("{}-{}-fields", name_prefix_, ++sequence_);
   FieldGroupId id = 0;
   const Return r = lib_->call(lib_->symbols().dcgmFieldGroupCreate, conn_->handle(), static_cast<int>(fields.size()),
                               fields.data(), name.c_str(), &id);
@@ -106,7 +109,7 @@ FieldGroupId Profiler::field_group(const std::vector<unsigned short>& fields, bo
 void Profiler::setup_gpu(Gpu& g) {
   const auto& s = lib_->symbols();
   const Handle h = conn_->handle();
-  const std::string name = fmt::format("kgpu-{}-{}-gpu{}", ::getpid(), ++sequence_, g.id);
+  const std::string name = fmt::format("{}-{}-gpu{}", name_prefix_, ++sequence_, g.id);
   Return r = lib_->call(s.dcgmGroupCreate, h, kGroupEmpty, name.c_str(), &g.group);
   if (r == kOk) {
     g.grouped = true;
@@ -227,6 +230,8 @@ void Profiler::teardown(bool alive) {
   field_groups_.clear();
   watched_.clear();
   gpu_status_.clear();
+  seen_.clear();
+  stale_logged_.clear();
 }
 
 Readings Profiler::read() {
@@ -296,6 +301,18 @@ Readings Profiler::read() {
       continue;
     }
     blank_logged_.erase(key);
+    const auto now = clock_.steady_now();
+    auto [seen, first] = seen_.try_emplace(key, Seen{v.ts, now});
+    if (!first && seen->second.ts != v.ts) seen->second = Seen{v.ts, now};
+    if (now - seen->second.since > stale_after_) {
+      if (stale_logged_.insert(key).second) {
+        log::warn(fmt::format("DCGM has not refreshed {} on GPU {} for {} s; that series is omitted until it does",
+                              field_list({v.fieldId}), uuid,
+                              std::chrono::duration_cast<std::chrono::seconds>(now - seen->second.since).count()));
+      }
+      continue;
+    }
+    stale_logged_.erase(key);
     out[uuid][v.fieldId] = x;
   }
   for (const auto& [uuid, first] : status) {

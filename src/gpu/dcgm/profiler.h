@@ -4,8 +4,9 @@
 // The Profiler loads libdcgm at start(), reaches DCGM (embedded, or a host engine given by
 // dcgm-exporter's -r), maps DCGM's GPU ids to NVML's by UUID, and watches the wanted fields on
 // one DCGM group per GPU, so a GPU that cannot be profiled (or falls off) costs only its own
-// series. read() returns the latest values; values DCGM marks blank or not supported, and values
-// of a GPU whose status is not OK, are left out (their series are omitted, never exported as 0).
+// series. read() returns the latest values; values DCGM marks blank or not supported, values of
+// a GPU whose status is not OK, and values whose timestamp has not moved for `stale_after` are
+// left out (their series are omitted, never exported as 0 or frozen).
 //
 // Failures never stop the agent: a missing library or symbols, or a failing dcgmInit, leave the
 // Profiler unavailable for good (problem() says why); an unreachable or lost host engine is
@@ -35,6 +36,8 @@ struct ProfilerOptions {
   std::chrono::milliseconds interval{5000};  // DCGM's update period for the watches
   std::chrono::milliseconds retry{30000};    // between attempts to reach a host engine
   std::chrono::milliseconds connect_timeout{1000};
+  // A value DCGM has not refreshed for this long (at least ten intervals) is omitted.
+  std::chrono::milliseconds stale_after{60000};
   Clock* clock = &Clock::real();  // not owned; must outlive the Profiler
 };
 
@@ -93,7 +96,19 @@ class Profiler {
   std::map<std::string, Return> gpu_status_;                       // last non-OK status logged, by UUID
   std::set<std::pair<std::string, unsigned short>> blank_logged_;  // (UUID, field) answered blank
   std::vector<FieldValue> values_;                                 // reused buffer
-  unsigned sequence_ = 0;                                          // makes our group names unique in the host engine
+  // Our group names: unique in a host engine shared with other clients and earlier agents (a
+  // container's agent is always pid 1).
+  std::string name_prefix_;
+  unsigned sequence_ = 0;
+  // Per (UUID, field): the newest DCGM timestamp and when it was first seen. A value whose
+  // timestamp stops moving for stale_after_ is no longer being measured: it is omitted.
+  struct Seen {
+    int64_t ts = 0;
+    Clock::SteadyTime since{};
+  };
+  std::map<std::pair<std::string, unsigned short>, Seen> seen_;
+  std::set<std::pair<std::string, unsigned short>> stale_logged_;
+  std::chrono::steady_clock::duration stale_after_{};
 };
 
 // The start-up line for profiling fields the agent cannot export ("" when none is missing):
