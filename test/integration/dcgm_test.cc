@@ -215,6 +215,15 @@ TEST_F(DcgmTest, SamplerPageCarriesTheFieldsWithDcgmExporterLabels) {
       << page;
   EXPECT_NE(page.find("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=\"1\","), std::string::npos) << page;
   EXPECT_NE(page.find(" 0.600000\n"), std::string::npos) << page;
+
+  // GPU 1 falls off the bus: its series go (NVML and DCGM agree), the others' stay.
+  node_.rewrite(a100_node("faults: {lost: [1]}\n"));
+  s.sample_now();
+  const std::string after = *s.page();
+  EXPECT_EQ(after.find("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=\"1\","), std::string::npos) << after;
+  EXPECT_EQ(after.find("DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"1\","), std::string::npos) << after;
+  EXPECT_NE(after.find("DCGM_FI_PROF_GR_ENGINE_ACTIVE" + labels + " 0.450000\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"2\","), std::string::npos) << after;
 }
 
 TEST_F(DcgmTest, NvmlGpmWinsOnHopperAndDcgmFillsTheRest) {
