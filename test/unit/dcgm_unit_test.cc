@@ -54,6 +54,10 @@ TEST(DcgmEndpoint, ParsesDcgmExporterForms) {
   ASSERT_TRUE(e);
   EXPECT_TRUE(e->unix_socket);
   EXPECT_EQ(e->address, "/run/nvidia/dcgm.sock");
+  e = parse_endpoint("tcp://nvidia-dcgm:5555");
+  ASSERT_TRUE(e);
+  EXPECT_FALSE(e->unix_socket);
+  EXPECT_EQ(e->address, "nvidia-dcgm:5555");
   e = parse_endpoint("/var/run/dcgm.sock");
   ASSERT_TRUE(e);
   EXPECT_TRUE(e->unix_socket);
@@ -69,6 +73,8 @@ TEST(DcgmEndpoint, RejectsMalformedAddressesByName) {
            {":5555", "no host"},
            {"unix://relative.sock", "a unix socket needs an absolute path"},
            {"a b:1", "not an address"},
+           {"vsock://3:5555", "unsupported scheme 'vsock'"},
+           {"tcp://", "no host"},
        }) {
     auto e = parse_endpoint(in);
     ASSERT_FALSE(e) << in;

@@ -115,6 +115,18 @@ Result<Endpoint> parse_endpoint(const std::string& remote) {
     }
     return e;
   }
+  if (const auto scheme = remote.find("://"); scheme != std::string::npos) {
+    if (remote.substr(0, scheme) != "tcp") {
+      return fail(ErrorCode::kInvalidArgument,
+                  "--remote-hostengine-info '{}': unsupported scheme '{}' (use <host>:<port>, tcp://<host>:<port> or "
+                  "unix:///<socket>)",
+                  remote, remote.substr(0, std::min<size_t>(scheme, 16)));
+    }
+    if (scheme + 3 == remote.size()) {
+      return fail(ErrorCode::kInvalidArgument, "--remote-hostengine-info '{}': no host", remote);
+    }
+    return parse_endpoint(remote.substr(scheme + 3));
+  }
   std::string host = remote, port;
   if (remote.starts_with("[")) {
     const auto close = remote.find(']');

@@ -78,7 +78,7 @@ struct Endpoint {
   std::string describe() const;  // "embedded DCGM", "host engine at localhost:5555", ...
 };
 
-// Parses the -r value: "" = embedded; "host:port", "host" (port 5555), "[::1]:5555";
+// Parses the -r value: "" = embedded; "host:port", "host" (port 5555), "[::1]:5555", "tcp://host:port";
 // "unix:///run/dcgm.sock" or an absolute path = a unix socket. kInvalidArgument names the value.
 Result<Endpoint> parse_endpoint(const std::string& remote);
 
