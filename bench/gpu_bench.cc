@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
+#include "gpu/dcgm/profiler.h"
 #include "gpu/node.h"
 
 namespace {
@@ -49,6 +50,35 @@ void BM_Processes(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Processes)->Unit(benchmark::kMicrosecond);
+
+// One read of DCGM's 12 profiling fields for an 8-GPU A100 node (no GPM) through the production
+// loader into the fake libdcgm.so.4 (embedded): kgpu's cost per sample where DCGM fills the
+// profiling fields, not DCGM's own cost of measuring them.
+void BM_DcgmProfilingRead(benchmark::State& state) {
+  const std::string node = "/tmp/kgpu-bench-dgx-a100.yaml";
+  if (FILE* f = fopen(node.c_str(), "w")) {
+    fputs("preset: dgx-a100-8\n", f);
+    fclose(f);
+  }
+  setenv("KGPU_FAKE_NVML_CONFIG", node.c_str(), 1);
+  kgpu::dcgm::ProfilerOptions o;
+  o.library = KGPU_FAKE_DCGM;
+  for (const auto& f : kgpu::dcgm::kProfilingFields) o.fields.push_back(f.id);
+  kgpu::dcgm::Profiler p(o);
+  if (!p.start()) {
+    fprintf(stderr, "%s\n", p.problem().c_str());
+    abort();
+  }
+  size_t values = 0;
+  for (auto _ : state) {
+    auto r = p.read();
+    values = 0;
+    for (const auto& [uuid, fields] : r) values += fields.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["values"] = static_cast<double>(values);
+}
+BENCHMARK(BM_DcgmProfilingRead)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

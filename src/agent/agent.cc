@@ -245,6 +245,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   Serving serving;
   std::unique_ptr<gpu::NodeGpus> node;
   std::unique_ptr<DevicePluginManager> plugins;
+  std::unique_ptr<dcgm::Profiler> profiler;  // outlives the sampler that calls it
   std::unique_ptr<metrics::Sampler> sampler;
   // Opens NVML and starts the plugins and the sampler. An error with `node` still null means NVML
   // could not be opened; any other error is fatal (the plugins already applied failOnInitError).
@@ -260,6 +261,12 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
       so.translate = [p = plugins.get()](const std::vector<kubelet::ContainerDevice>& listed) {
         return p->translate_devices(listed);
       };
+    }
+    so.enrich = nullptr;
+    profiler.reset();
+    if (auto inv = node->inventory()) {
+      profiler = metrics::start_profiling(options.dcgm, so.counters, *inv, so.interval, &clock);
+      if (profiler) so.enrich = [p = profiler.get()](std::vector<gpu::Telemetry>& ts) { p->fill(ts); };
     }
     sampler = std::make_unique<metrics::Sampler>(*node, so);
     sampler->start();

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/http_server.h"
 #include "common/strings.h"
+#include "metrics/dcgm_source.h"
 #include "metrics/sampler.h"
 
 namespace kgpu::agent {
@@ -20,6 +21,7 @@ struct AgentOptions {
   std::string nvml_library;
   std::string counters_file;  // dcgm-exporter CSV; empty = the 26 defaults
   metrics::SamplerOptions sampler;
+  metrics::DcgmOptions dcgm;  // profiling fields through DCGM (docs/metrics.md, "Profiling fields")
   bool device_plugin = true;  // serve the kubelet device plugins and write labels
   DevicePluginOptions plugins;
   // API access for the device plugins (docs/scheduler.md, "The node honours the choice"): used

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "gpu/dcgm/library.h"
 #include "cli/lint_cmd.h"
 #include "common/log.h"
 #include "gpu/node.h"
@@ -252,6 +253,23 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   agent_cmd->add_option("-f,--collectors", ao.counters_file, "Counters file in dcgm-exporter's CSV format")
       ->envname("DCGM_EXPORTER_COLLECTORS");
+  // DCGM for profiling fields NVML lacks before Hopper: dcgm-exporter's -r and its variable.
+  agent_cmd
+      ->add_option("-r,--remote-hostengine-info", ao.dcgm.remote,
+                   "Read DCGM profiling fields from the host engine at <HOST>:<PORT> (IPv6: [<ADDR>]:<PORT>) or "
+                   "unix:///<socket> (default: DCGM embedded in the agent, when libdcgm is installed)")
+      ->envname("DCGM_REMOTE_HOSTENGINE_INFO");
+  agent_cmd->add_option("--dcgm-library", ao.dcgm.library,
+                        "DCGM library to load (default: $KGPU_DCGM_LIBRARY, else libdcgm.so.4, then libdcgm.so.3)")
+      ->type_name("PATH");
+  std::string dcgm_mode = "auto";
+  agent_cmd
+      ->add_option("--dcgm", dcgm_mode,
+                   "auto: read profiling fields through DCGM where NVML lacks them and DCGM is there; off: never "
+                   "load DCGM")
+      ->envname("KGPU_DCGM")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
   agent_cmd
       ->add_option("--pod-resources-socket", ao.sampler.pod_resources_socket,
                    "Kubelet PodResources socket (empty: no pod attribution)")
@@ -432,6 +450,11 @@ int run(int argc, char** argv) {
     ::setenv("KGPU_LOG_LEVEL", log_level.c_str(), 1);
     ::setenv("KGPU_LOG_FORMAT", log_format.c_str(), 1);
     ao.nvml_library = g.nvml_library;
+    ao.dcgm.enabled = dcgm_mode != "off";
+    if (auto e = dcgm::parse_endpoint(ao.dcgm.remote); !e) {
+      log::error(e.error().message);
+      return 2;
+    }
     ao.sampler.interval = std::chrono::milliseconds(collect_ms);
     ao.sampler.pod_resources_interval = std::chrono::milliseconds(pr_interval_ms);
     ao.plugins.proc_root = ao.sampler.proc_root;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -131,6 +132,8 @@ struct Telemetry {
   // GPM (Hopper and later), from two samples more than 100 ms apart.
   std::optional<double> gr_engine_active, tensor_active, dram_active;  // ratios 0..1
   std::optional<double> pcie_tx_bytes_per_s, pcie_rx_bytes_per_s;
+  // Other profiling fields read through DCGM (src/gpu/dcgm), by DCGM field id (1002 SM_ACTIVE, ...).
+  std::map<unsigned short, double> prof_fields;
 
   std::vector<CallError> errors;
 };

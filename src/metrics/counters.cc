@@ -24,6 +24,13 @@ std::optional<Value> as_real(const std::optional<double>& v, double scale = 1.0)
   return Value::real(*v * scale);
 }
 
+// A profiling field read through DCGM (Telemetry::prof_fields, by DCGM field id).
+std::optional<Value> dcgm_field(const Telemetry& t, unsigned short id) {
+  const auto it = t.prof_fields.find(id);
+  if (it == t.prof_fields.end()) return std::nullopt;
+  return Value::real(it->second);
+}
+
 // The 26 enabled lines of dcgm-exporter's default-counters.csv.
 constexpr const char* kDefaultCounters[] = {
     "DCGM_FI_DEV_SM_CLOCK",
@@ -151,6 +158,21 @@ const std::vector<Field>& fields() {
        [](const Telemetry& t, const H&) { return as_int(t.ecc_dbe_aggregate); }},
       {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", MetricType::kGauge, "Throttling reasons bitmask.",
        [](const Telemetry& t, const H&) { return as_int(t.clock_event_reasons); }},
+      // Profiling fields only DCGM provides (src/gpu/dcgm; docs/metrics.md, "Profiling fields").
+      {"DCGM_FI_PROF_SM_ACTIVE", MetricType::kGauge, "Ratio of cycles at least one warp is assigned to an SM.",
+       [](const Telemetry& t, const H&) { return dcgm_field(t, 1002); }},
+      {"DCGM_FI_PROF_SM_OCCUPANCY", MetricType::kGauge, "Ratio of warps resident on an SM to its maximum.",
+       [](const Telemetry& t, const H&) { return dcgm_field(t, 1003); }},
+      {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", MetricType::kGauge, "Ratio of cycles the FP64 pipe is active.",
+       [](const Telemetry& t, const H&) { return dcgm_field(t, 1006); }},
+      {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", MetricType::kGauge, "Ratio of cycles the FP32 pipe is active.",
+       [](const Telemetry& t, const H&) { return dcgm_field(t, 1007); }},
+      {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", MetricType::kGauge, "Ratio of cycles the FP16 pipe is active.",
+       [](const Telemetry& t, const H&) { return dcgm_field(t, 1008); }},
+      {"DCGM_FI_PROF_NVLINK_TX_BYTES", MetricType::kGauge, "NVLink transmit rate, headers and payload (in B/s).",
+       [](const Telemetry& t, const H&) { return dcgm_field(t, 1011); }},
+      {"DCGM_FI_PROF_NVLINK_RX_BYTES", MetricType::kGauge, "NVLink receive rate, headers and payload (in B/s).",
+       [](const Telemetry& t, const H&) { return dcgm_field(t, 1012); }},
   };
   return kFields;
 }

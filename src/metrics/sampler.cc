@@ -80,6 +80,7 @@ void Sampler::sample_now() {
   std::vector<gpu::CallError> node_errors;
   auto ts = node_.telemetry(&node_errors);
   for (const auto& e : node_errors) ++nvml_errors_[e.call];
+  if (opt_.enrich) opt_.enrich(ts);
   check_inventory(ts);
   std::vector<kubelet::ContainerDevice> devices;
   Frame f = begin_frame(&devices);

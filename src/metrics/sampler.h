@@ -46,6 +46,9 @@ struct SamplerOptions {
   std::string proc_root = "/proc";
   std::string container_log_dir = "/var/log/containers";
   std::string pod_log_dir = "/var/log/pods";
+  // Adds readings from another source to NVML's before each sample is rendered (DCGM's profiling
+  // fields, src/gpu/dcgm); called on the sampling thread. Null: NVML only.
+  std::function<void(std::vector<gpu::Telemetry>&)> enrich;
   // Time for intervals, staleness and timestamps (not owned; must outlive the Sampler).
   Clock* clock = &Clock::real();
 };

@@ -213,7 +213,7 @@ TEST(AgentCli, CountersFileSelectsMetricsAndBadOnesAreRejected) {
   const auto node = dir.write("node.yaml", "preset: pcie-t4-2\n");
   const auto counters = dir.write("counters.csv",
                                   "# mine\nDCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
-                                  "DCGM_FI_PROF_SM_ACTIVE, gauge, not from NVML\n");
+                                  "DCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, not from NVML\n");
   ChildProcess agent({KGPU_BINARY, "agent", "-a", "127.0.0.1:0", "-f", counters, "--nvml-library", fake_library(),
                       "--pod-resources-socket", (dir.path() / "none.sock").string()},
                      {"KGPU_FAKE_NVML_CONFIG=" + node}, (dir.path() / "agent.log").string());
@@ -230,7 +230,7 @@ TEST(AgentCli, CountersFileSelectsMetricsAndBadOnesAreRejected) {
   std::ifstream log(dir.path() / "agent.log");
   std::stringstream text;
   text << log.rdbuf();
-  EXPECT_NE(text.str().find(counters + ":3: DCGM_FI_PROF_SM_ACTIVE is not available from NVML; skipped"),
+  EXPECT_NE(text.str().find(counters + ":3: DCGM_FI_PROF_PIPE_INT_ACTIVE is not available from NVML; skipped"),
             std::string::npos)
       << text.str();
 

@@ -27,7 +27,7 @@ TEST(Counters, ParsesDcgmExporterCsv) {
       "DCGM_FI_DEV_GPU_UTIL,      gauge, GPU utilization (in %).\n"
       "\n"
       "  DCGM_FI_DEV_DEC_UTIL ,     gauge, Decoder utilization (in %).\n"
-      "DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned (in %).\n"
+      "DCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, Ratio of cycles the integer pipe is active.\n"
       "DCGM_FI_DRIVER_VERSION,        label, Driver Version\n",
       "counters.csv");
   ASSERT_TRUE(set) << set.error().message;
@@ -35,7 +35,7 @@ TEST(Counters, ParsesDcgmExporterCsv) {
   EXPECT_STREQ(set->counters[1].field->name, "DCGM_FI_DEV_DEC_UTIL");
   EXPECT_EQ(set->counters[1].help, "Decoder utilization (in %).");
   ASSERT_EQ(set->warnings.size(), 1u);
-  EXPECT_EQ(set->warnings[0], "counters.csv:6: DCGM_FI_PROF_SM_ACTIVE is not available from NVML; skipped");
+  EXPECT_EQ(set->warnings[0], "counters.csv:6: DCGM_FI_PROF_PIPE_INT_ACTIVE is not available from NVML; skipped");
 }
 
 TEST(Counters, DuplicateFieldKeepsTheFirst) {

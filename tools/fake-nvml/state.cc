@@ -124,6 +124,11 @@ const std::set<std::string> kTelemetryKeys = {"gpuUtil",
                                               "dramActive",
                                               "pcieTxMiBps",
                                               "pcieRxMiBps",
+                                              "smActive",
+                                              "smOccupancy",
+                                              "fp64Active",
+                                              "fp32Active",
+                                              "fp16Active",
                                               "clockEventReasons",
                                               "energyStartMJ"};
 

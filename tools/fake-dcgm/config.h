@@ -1,0 +1,40 @@
+// The fake DCGM's own settings (docs/fake-dcgm.md): faults and per-GPU field answers, from the
+// YAML file named by $KGPU_FAKE_DCGM_CONFIG. The GPUs and their activity come from the fake
+// NVML's node description ($KGPU_FAKE_NVML_CONFIG), so both libraries describe one node.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "common/error.h"
+#include "gpu/dcgm/abi.h"
+
+namespace kgpu::fake_dcgm {
+
+// What DCGM answers for one field of one GPU instead of the node's reading.
+struct Answer {
+  enum Kind { kNumber, kBlank, kNotFound, kNotSupported, kNotPermissioned, kStatus } kind = kNumber;
+  double number = 0;
+  dcgm::Return status = dcgm::kOk;  // kStatus: the value's status
+};
+
+struct GpuSettings {
+  bool profiling = true;  // false: watching a profiling field fails with PROFILING_NOT_SUPPORTED
+  bool frozen = false;    // true: the values' timestamps stop moving (DCGM stopped refreshing them)
+  std::map<unsigned short, Answer> answers;
+};
+
+struct Settings {
+  std::optional<dcgm::Return> init_error;      // dcgmInit
+  std::optional<dcgm::Return> embedded_error;  // dcgmStartEmbedded
+  std::optional<dcgm::Return> read_error;      // dcgmEntitiesGetLatestValues (the whole call)
+  std::map<unsigned, GpuSettings> gpus;        // by NVML index
+};
+
+inline constexpr size_t kMaxSettingsBytes = 1 << 20;
+
+// Parses the settings; errors name `source:line: field: reason`.
+Result<Settings> parse_settings(const std::string& text, const std::string& source);
+
+}  // namespace kgpu::fake_dcgm
