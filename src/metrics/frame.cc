@@ -70,9 +70,13 @@ void series_labels(std::string& out, const DeviceIdentity& d, const PodRef* pod,
   if (meta != nullptr) {
     const size_t fixed = extra.size();
     for (const auto& [k, v] : meta->labels) {
-      // A label of the series wins over a pod label of the same name (dcgm-exporter drops the pod's).
+      // A label of the series wins over a pod label of the same name (dcgm-exporter drops the pod's;
+      // it would print a name twice for an identity label, which Prometheus rejects).
       auto same = [&](const auto& l) { return l.first == k; };
-      if (std::none_of(attrs.begin(), attrs.end(), same) && std::none_of(extra.begin(), extra.begin() + fixed, same)) {
+      constexpr std::string_view kIdentity[] = {"gpu",    "UUID",          "uuid",     "pci_bus_id", "device",
+                                                "modelName", "GPU_I_PROFILE", "GPU_I_ID", "Hostname"};
+      if (std::none_of(attrs.begin(), attrs.end(), same) && std::none_of(extra.begin(), extra.begin() + fixed, same) &&
+          std::find(std::begin(kIdentity), std::end(kIdentity), k) == std::end(kIdentity)) {
         extra.emplace_back(k, v);
       }
     }

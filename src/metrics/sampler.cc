@@ -65,6 +65,8 @@ std::string sanitize_label_name(std::string_view name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) c = '_';
   }
+  // A Prometheus label name does not start with a digit (a Kubernetes label name may).
+  if (!out.empty() && out[0] >= '0' && out[0] <= '9') out.insert(out.begin(), '_');
   return out;
 }
 
@@ -426,7 +428,12 @@ void Sampler::add_windows_and_pods(Clock::SteadyTime now, Frame& f) {
         const bool allowed = allowlist_.empty() || std::any_of(allowlist_.begin(), allowlist_.end(), [&](const auto& re) {
                                return std::regex_search(k, re);
                              });
-        if (allowed) meta.labels.emplace_back(sanitize_label_name(k), v);
+        if (!allowed) continue;
+        // Two names that sanitize alike ("a.b", "a_b"): the first (in name order) is kept.
+        std::string name = sanitize_label_name(k);
+        if (std::none_of(meta.labels.begin(), meta.labels.end(), [&](const auto& l) { return l.first == name; })) {
+          meta.labels.emplace_back(std::move(name), v);
+        }
       }
     }
     if (!meta.uid.empty() || !meta.labels.empty()) f.pod_meta.emplace(key, std::move(meta));

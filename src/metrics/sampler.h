@@ -36,7 +36,8 @@ struct PodInfo {
   std::map<std::string, std::string> labels;
 };
 
-// dcgm-exporter's label name for a pod label: every character outside [a-zA-Z0-9_] becomes '_'.
+// dcgm-exporter's label name for a pod label: every character outside [a-zA-Z0-9_] becomes '_'
+// (and a leading digit gets a '_' before it, which Prometheus requires).
 std::string sanitize_label_name(std::string_view name);
 
 struct SamplerOptions {

@@ -338,6 +338,14 @@ TEST(Render, PodUidPodLabelsAndOldNamespace) {
             std::string::npos)
       << text;
   EXPECT_EQ(sanitize_label_name("app.kubernetes.io/name"), "app_kubernetes_io_name");
+  EXPECT_EQ(sanitize_label_name("1st"), "_1st");
+  // A pod label named like an identity label would print that name twice: it is dropped.
+  f.style = {};
+  f.pod_meta[{p.ns, p.pod}].labels = {{"gpu", "x"}, {"Hostname", "y"}, {"app", "llama"}};
+  text = render(set->counters, f);
+  EXPECT_NE(text.find("DCGM_FI_DRIVER_VERSION=\"580.105.08\",app=\"llama\",container="), std::string::npos) << text;
+  EXPECT_EQ(text.find("gpu=\"x\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("Hostname=\"y\""), std::string::npos) << text;
 }
 
 TEST(Render, HelpTextIsEscaped) {
