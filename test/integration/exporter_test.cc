@@ -376,22 +376,35 @@ TEST_F(ExporterTest, DeviceNameGpuIds) {
 TEST(ExporterCountersFiles, DcgmExporterFilesRunThroughTheAgent) {
   struct Case {
     const char* file;
-    std::vector<std::string> present, absent, logged;
+    std::vector<std::string> env, present, absent, logged;
   };
+  const std::string uid_b = "b0b0b0b0-1111-2222-3333-444455556666";
   const std::vector<Case> cases = {
       {"default-counters.csv",
+       {},
        {"DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"", "GPU_I_PROFILE=\"3g.20gb\",GPU_I_ID=\"1\"", "err_msg=\"No Error\"",
         "DCGM_FI_DRIVER_VERSION=\"580.105.08\",container=\"main\",namespace=\"team-a\",pod=\"trainer-a\"}"},
-       {"DCGM_EXP_"},
+       {"DCGM_EXP_", "pod_uid="},
        {}},
-      {"dcp-metrics-included.csv", {"DCGM_FI_DEV_FB_USED{gpu=\"0\"", "DCGM_FI_DEV_XID_ERRORS{gpu=\"2\""}, {}, {}},
+      {"dcp-metrics-included.csv",
+       {"DCGM_EXPORTER_NO_HOSTNAME=true", "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE=pci"},
+       {"DCGM_FI_DEV_FB_USED{gpu=\"0\"", "DCGM_FI_DEV_XID_ERRORS{gpu=\"2\""},
+       {"Hostname="},
+       {"DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE (--kubernetes-gpu-id-type) 'pci' is neither uid nor device-name"}},
       {"1.x-compatibility-metrics.csv",
-       {"# TYPE dcgm_gpu_temp gauge\ndcgm_gpu_temp{gpu=\"0\"", "dcgm_fb_used{gpu=\"2\"", "dcgm_xid_errors{gpu=\"1\"",
-        "# TYPE dcgm_gpu_utilization gauge\n"},
-       {"DCGM_FI_DEV_GPU_TEMP"},
-       {"dcgm_fi_prof_pcie_tx_bytes is listed twice"}},
+       {"DCGM_EXPORTER_USE_OLD_NAMESPACE=true", "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID=true",
+        "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS=true", "DCGM_EXPORTER_KUBERNETES_ENABLE_DRA=true",
+        "KUBERNETES_VIRTUAL_GPUS=true"},
+       {"# TYPE dcgm_gpu_temp gauge\ndcgm_gpu_temp{gpu=\"0\",uuid=\"", "dcgm_fb_used{gpu=\"2\"",
+        "dcgm_xid_errors{gpu=\"1\"", "# TYPE dcgm_gpu_utilization gauge\n",
+        "container_name=\"jupyter\",pod_name=\"notebook-b\",pod_namespace=\"team-b\",pod_uid=\"" + uid_b + "\"} 30\n"},
+       {"DCGM_FI_DEV_GPU_TEMP", "UUID="},
+       {"dcgm_fi_prof_pcie_tx_bytes is listed twice",
+        "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS is not honoured: pod labels need API access",
+        "DCGM_EXPORTER_KUBERNETES_ENABLE_DRA is not honoured", "KUBERNETES_VIRTUAL_GPUS is not honoured"}},
       {"exporter-fields.csv",
-       {"DCGM_EXP_XID_ERRORS_COUNT{gpu=\"0\"", "window_size_in_ms=\"300000\"} 0\n",
+       {"DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE=60000"},
+       {"DCGM_EXP_XID_ERRORS_COUNT{gpu=\"0\"", "window_size_in_ms=\"60000\",container=\"main\"",
         "DCGM_EXP_CLOCK_EVENTS_COUNT{gpu=\"1\"", ",clock_event=\"gpu_idle\",window_size_in_ms=\"300000\"}"},
        {},
        {"DCGM_EXP_GPU_HEALTH_STATUS is not available", "DCGM_EXP_P2P_STATUS is not available"}},
@@ -415,7 +428,8 @@ TEST(ExporterCountersFiles, DcgmExporterFilesRunThroughTheAgent) {
         {"-f", std::string(KGPU_SOURCE_DIR "/test/data/counters/") + c.file, "-c", "200", "--pod-resources-socket",
          peer.socket_path(), "--pod-resources-interval", "200", "--device-plugin", "false", "--proc-root",
          (dir.path() / "proc").string(), "--container-log-dir", (dir.path() / "containers").string(), "--pod-log-dir",
-         (dir.path() / "pods").string()});
+         (dir.path() / "pods").string()},
+        c.env);
     std::string page;
     EXPECT_TRUE(kgpu::testing::eventually([&] {
       page = agent.metrics();
