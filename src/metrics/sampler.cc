@@ -248,7 +248,7 @@ void Sampler::add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders
       }
       // dcgm-exporter's shape: the instance's series carry every field, the GPU-wide readings
       // (clocks, temperatures, power, energy, PCIe, NVLink, XID, ECC) from the parent; NVML gives
-      // framebuffer per instance; utilization rates and GPM ratios are not per instance in NVML
+      // framebuffer and GPM ratios per instance; utilization rates are not per instance in NVML
       // (docs/metrics.md, "MIG").
       if (auto p = parent_at.find(t.gpu_index); p != parent_at.end()) {
         DeviceSample& parent = f.devices[p->second];
@@ -262,11 +262,11 @@ void Sampler::add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders
         merged.fb_reserved_mib = t.fb_reserved_mib;
         merged.gpu_util_pct.reset();
         merged.mem_copy_util_pct.reset();
-        merged.gr_engine_active.reset();
-        merged.tensor_active.reset();
-        merged.dram_active.reset();
-        merged.pcie_tx_bytes_per_s.reset();
-        merged.pcie_rx_bytes_per_s.reset();
+        merged.gr_engine_active = t.gr_engine_active;
+        merged.tensor_active = t.tensor_active;
+        merged.dram_active = t.dram_active;
+        merged.pcie_tx_bytes_per_s = t.pcie_tx_bytes_per_s;
+        merged.pcie_rx_bytes_per_s = t.pcie_rx_bytes_per_s;
         merged.errors = std::move(t.errors);
         t = std::move(merged);
         ds.history = parent.history;

@@ -372,6 +372,43 @@ TEST_F(ExporterTest, DeviceNameGpuIds) {
   EXPECT_TRUE(has(page, "container=\"main\",namespace=\"team-a\",pod=\"trainer-a\"} 40\n")) << page;
 }
 
+// Hopper: every instance gets its own profiling ratios (nvmlGpmMigSampleGet), not the GPU's.
+TEST(ExporterMigProfiling, GpmRatiosPerInstance) {
+  FakeNodeFile fake{
+      "gpus:\n"
+      "  - model: H100-SXM-80GB\n"
+      "    telemetry: {grEngineActive: 90}\n"
+      "    mig: {instances: [{profile: 3g.40gb, telemetry: {grEngineActive: 25, tensorActive: 10, dramActive: 40}},\n"
+      "                      {profile: 1g.10gb}]}\n"};
+  auto node = kgpu::testing::open_fake();
+  ASSERT_TRUE(node);
+  SamplerOptions o;
+  o.hostname = "h";
+  o.pod_resources_socket = "";
+  o.interval = std::chrono::hours(1);
+  Sampler s(*node, o);
+  s.sample_now();
+  std::string page;
+  // GPM needs two samples more than 100 ms apart (real time, as the GPU takes them).
+  EXPECT_TRUE(kgpu::testing::eventually([&] {
+    s.sample_now();
+    page = *s.page();
+    return has(page, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{");
+  })) << page;
+  const std::string gi1 = "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"}";
+  const std::string gi2 = "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"2\",Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"}";
+  auto value = [&](const std::string& family, const std::string& labels) {
+    const auto at = page.find(labels, page.find("# TYPE " + family + " "));
+    if (at == std::string::npos) return std::string();
+    return page.substr(at + labels.size() + 1, page.find('\n', at) - at - labels.size() - 1);
+  };
+  EXPECT_EQ(value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", gi1), "0.250000") << page;
+  EXPECT_EQ(value("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", gi1), "0.100000") << page;
+  EXPECT_EQ(value("DCGM_FI_PROF_DRAM_ACTIVE", gi1), "0.400000") << page;
+  EXPECT_EQ(value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", gi2), "0.000000") << page;
+  EXPECT_FALSE(has(page, "0.900000")) << "the GPU's own ratio is on no series\n" << page;
+}
+
 // dcgm-exporter's own counters files, unchanged, through the `kgpu agent` binary.
 TEST(ExporterCountersFiles, DcgmExporterFilesRunThroughTheAgent) {
   struct Case {
