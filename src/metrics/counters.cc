@@ -112,7 +112,8 @@ struct ExporterName {
 constexpr ExporterName kExporterNames[] = {
     {"DCGM_EXP_XID_ERRORS_COUNT", ExporterField::kXidErrorsCount, nullptr},
     {"DCGM_EXP_CLOCK_EVENTS_COUNT", ExporterField::kClockEventsCount, nullptr},
-    {"DCGM_EXP_GPU_HEALTH_STATUS", ExporterField::kNone, "it is DCGM's health-check verdict, which NVML has no equivalent for"},
+    {"DCGM_EXP_GPU_HEALTH_STATUS", ExporterField::kNone,
+     "it is DCGM's health-check verdict, which NVML has no equivalent for"},
     {"DCGM_EXP_P2P_STATUS", ExporterField::kNone, "NVML's P2P status per GPU pair is not read by kgpu"},
 };
 
@@ -279,7 +280,8 @@ Result<CounterSet> parse_counters(const std::string& text, const std::string& so
                     "DCGM_EXP_P2P_STATUS");
       }
       if (e->missing != nullptr) {
-        set.warnings.push_back(fmt::format("{}:{}: {} is not available: {}; skipped", source, number, name, e->missing));
+        set.warnings.push_back(
+            fmt::format("{}:{}: {} is not available: {}; skipped", source, number, name, e->missing));
         continue;
       }
       if (mt == MetricType::kLabel) {
@@ -305,9 +307,9 @@ Result<CounterSet> parse_counters(const std::string& text, const std::string& so
     }
     const Field* f = find_field(field_name);
     if (f == nullptr) {
-      set.warnings.push_back(legacy ? fmt::format("{}:{}: {} ({}) is not available from NVML; skipped", source, number,
-                                                  name, field_name)
-                                    : fmt::format("{}:{}: {} is not available from NVML; skipped", source, number, name));
+      set.warnings.push_back(
+          legacy ? fmt::format("{}:{}: {} ({}) is not available from NVML; skipped", source, number, name, field_name)
+                 : fmt::format("{}:{}: {} is not available from NVML; skipped", source, number, name));
       continue;
     }
     if ((mt == MetricType::kLabel) != (f->type == MetricType::kLabel)) {

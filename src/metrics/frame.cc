@@ -73,7 +73,7 @@ void series_labels(std::string& out, const DeviceIdentity& d, const PodRef* pod,
       // A label of the series wins over a pod label of the same name (dcgm-exporter drops the pod's;
       // it would print a name twice for an identity label, which Prometheus rejects).
       auto same = [&](const auto& l) { return l.first == k; };
-      constexpr std::string_view kIdentity[] = {"gpu",    "UUID",          "uuid",     "pci_bus_id", "device",
+      constexpr std::string_view kIdentity[] = {"gpu",       "UUID",          "uuid",     "pci_bus_id", "device",
                                                 "modelName", "GPU_I_PROFILE", "GPU_I_ID", "Hostname"};
       if (std::none_of(attrs.begin(), attrs.end(), same) && std::none_of(extra.begin(), extra.begin() + fixed, same) &&
           std::find(std::begin(kIdentity), std::end(kIdentity), k) == std::end(kIdentity)) {
@@ -95,9 +95,9 @@ struct ClockEvent {
   const char* name;
 };
 constexpr ClockEvent kClockEvents[] = {
-    {0x1, "gpu_idle"},    {0x2, "clocks_setting"}, {0x4, "power_cap"},       {0x8, "hw_slowdown"},
-    {0x10, "sync_boost"}, {0x20, "sw_thermal"},    {0x40, "hw_thermal"},     {0x80, "hw_power_brake"},
-    {0x100, "display_clocks"},
+    {0x1, "gpu_idle"},    {0x2, "clocks_setting"},  {0x4, "power_cap"},
+    {0x8, "hw_slowdown"}, {0x10, "sync_boost"},     {0x20, "sw_thermal"},
+    {0x40, "hw_thermal"}, {0x80, "hw_power_brake"}, {0x100, "display_clocks"},
 };
 
 // Clock event reason bits (nvmlClocksEventReasons) worth alerting on.

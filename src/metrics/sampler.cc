@@ -194,8 +194,7 @@ Sampler::Holders Sampler::find_holders(const std::vector<kubelet::ContainerDevic
     bool replica = false;
     const std::string base = strip_replica(d.device_id, &replica);
     if (is_gpu_resource(d.resource) && !by_name(d.device_id) && !gpu_by_uuid_.contains(base) &&
-        !mig_by_uuid_.contains(base) &&
-        clock_.steady_now() - last_unknown_refresh_ > std::chrono::seconds(30)) {
+        !mig_by_uuid_.contains(base) && clock_.steady_now() - last_unknown_refresh_ > std::chrono::seconds(30)) {
       last_unknown_refresh_ = clock_.steady_now();
       refresh_inventory();
       break;
@@ -425,9 +424,9 @@ void Sampler::add_windows_and_pods(Clock::SteadyTime now, Frame& f) {
     }
     if (opt_.pod_labels && it != api.end()) {
       for (const auto& [k, v] : it->second.labels) {
-        const bool allowed = allowlist_.empty() || std::any_of(allowlist_.begin(), allowlist_.end(), [&](const auto& re) {
-                               return std::regex_search(k, re);
-                             });
+        const bool allowed =
+            allowlist_.empty() ||
+            std::any_of(allowlist_.begin(), allowlist_.end(), [&](const auto& re) { return std::regex_search(k, re); });
         if (!allowed) continue;
         // Two names that sanitize alike ("a.b", "a_b"): the first (in name order) is kept.
         std::string name = sanitize_label_name(k);

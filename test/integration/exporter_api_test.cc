@@ -27,8 +27,7 @@ TEST(ExporterApi, PodLabelsAndUidFromTheApiServer) {
   ASSERT_TRUE(client->create(kube::resources::kNamespaces, "", json{{"metadata", {{"name", "team-a"}}}}));
   const json pod{
       {"metadata",
-       {{"name", "trainer-a"},
-        {"labels", {{"app.kubernetes.io/name", "trainer"}, {"team", "a"}, {"gpu", "clash"}}}}},
+       {{"name", "trainer-a"}, {"labels", {{"app.kubernetes.io/name", "trainer"}, {"team", "a"}, {"gpu", "clash"}}}}},
       {"spec", {{"nodeName", kNode}, {"containers", json::array({{{"name", "main"}, {"image", "i:1"}}})}}}};
   auto made = client->create(kube::resources::kPods, "team-a", pod);
   ASSERT_TRUE(made) << made.error().text();
@@ -61,7 +60,8 @@ TEST(ExporterApi, PodLabelsAndUidFromTheApiServer) {
   EXPECT_TRUE(eventually([&] {
     page = agent.metrics();
     return page.find(want) != std::string::npos;
-  })) << want << "\n"
+  })) << want
+      << "\n"
       << page << "\nlog:\n"
       << agent.log();
   EXPECT_EQ(agent.log().find("level=error"), std::string::npos) << agent.log();

@@ -162,7 +162,8 @@ TEST_F(ExporterTest, SlowKubeletNeverBlocksAScrape) {
   const int calls = peer_.list_calls();
   std::thread poll([&] { s.poll_pod_resources_now(); });
   // The poll is inside its List call once the peer has counted it (it counts, then delays).
-  for (int i = 0; i < 1000 && peer_.list_calls() == calls; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 1000 && peer_.list_calls() == calls; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_GT(peer_.list_calls(), calls);  // (not ASSERT: the poll thread must be joined)
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 100; ++i) ASSERT_NE(s.page(), nullptr);
@@ -329,7 +330,9 @@ TEST_F(ExporterTest, PodUidAndPodLabelsAsDcgmExporterAddsThem) {
   o.pod_label_allowlist = {"^app\\.kubernetes", "(invalid"};
   o.pods = [] {
     return std::vector<PodInfo>{
-        {"team-a", "trainer-a", "a0a0a0a0-1111-2222-3333-444455556666",
+        {"team-a",
+         "trainer-a",
+         "a0a0a0a0-1111-2222-3333-444455556666",
          {{"app.kubernetes.io/name", "trainer"}, {"team", "a"}}},
         {"elsewhere", "other", "ffff", {{"app.kubernetes.io/name", "x"}}},
     };
@@ -338,14 +341,16 @@ TEST_F(ExporterTest, PodUidAndPodLabelsAsDcgmExporterAddsThem) {
   s.poll_pod_resources_now();
   s.sample_now();
   const std::string page = *s.page();
-  EXPECT_TRUE(has(page, "Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"580.105.08\","
-                        "app_kubernetes_io_name=\"trainer\",container=\"main\",namespace=\"team-a\","
-                        "pod=\"trainer-a\",pod_uid=\"a0a0a0a0-1111-2222-3333-444455556666\"} 40\n"))
+  EXPECT_TRUE(has(page,
+                  "Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"580.105.08\","
+                  "app_kubernetes_io_name=\"trainer\",container=\"main\",namespace=\"team-a\","
+                  "pod=\"trainer-a\",pod_uid=\"a0a0a0a0-1111-2222-3333-444455556666\"} 40\n"))
       << page;
   EXPECT_FALSE(has(page, "team=\"a\"")) << page;
   // Not in the API's answer: the UID from the kubelet's pod log directory, no labels.
-  EXPECT_TRUE(has(page, "container=\"jupyter\",namespace=\"team-b\",pod=\"notebook-b\","
-                        "pod_uid=\"b0b0b0b0-1111-2222-3333-444455556666\"} 30\n"))
+  EXPECT_TRUE(has(page,
+                  "container=\"jupyter\",namespace=\"team-b\",pod=\"notebook-b\","
+                  "pod_uid=\"b0b0b0b0-1111-2222-3333-444455556666\"} 30\n"))
       << page;
 }
 
@@ -360,8 +365,9 @@ TEST_F(ExporterTest, DeviceNameGpuIds) {
   by_uid.sample_now();
   std::string page = *by_uid.page();
   EXPECT_FALSE(has(page, "pod=\"trainer-a\"")) << page;  // "nvidia0" is not a UUID
-  EXPECT_TRUE(has(page, "GPU_I_ID=\"2\",Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"580.105.08\","
-                        "container=\"model\",namespace=\"team-d\",pod=\"infer-d\"}"))
+  EXPECT_TRUE(has(page,
+                  "GPU_I_ID=\"2\",Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"580.105.08\","
+                  "container=\"model\",namespace=\"team-d\",pod=\"infer-d\"}"))
       << page;
   o.gpu_id_type = "device-name";
   Sampler by_name(*node_, o);
@@ -395,8 +401,10 @@ TEST(ExporterMigProfiling, GpmRatiosPerInstance) {
     page = *s.page();
     return has(page, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{");
   })) << page;
-  const std::string gi1 = "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"}";
-  const std::string gi2 = "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"2\",Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"}";
+  const std::string gi1 =
+      "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"}";
+  const std::string gi2 =
+      "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"2\",Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"}";
   auto value = [&](const std::string& family, const std::string& labels) {
     const auto at = page.find(labels, page.find("# TYPE " + family + " "));
     if (at == std::string::npos) return std::string();

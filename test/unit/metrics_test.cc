@@ -175,14 +175,26 @@ TEST(Counters, DcgmExporterDefaultAndDcpFilesGiveTheTwentySix) {
 TEST(Counters, DcgmExporterLegacyNamesAreServedUnderTheirNames) {
   auto set = parse_counters(data_file("1.x-compatibility-metrics.csv"), "1x.csv");
   ASSERT_TRUE(set) << set.error().message;
-  const std::vector<std::string> expected = {
-      "dcgm_sm_clock",      "dcgm_memory_clock",          "dcgm_memory_temp",
-      "dcgm_gpu_temp",      "dcgm_power_usage",           "dcgm_total_energy_consumption",
-      "dcgm_fi_prof_pcie_tx_bytes", "dcgm_fi_prof_pcie_rx_bytes", "dcgm_pcie_replay_counter",
-      "dcgm_gpu_utilization", "dcgm_mem_copy_utilization", "dcgm_enc_utilization",
-      "dcgm_dec_utilization", "dcgm_xid_errors",          "dcgm_fb_free",
-      "dcgm_fb_used",       "dcgm_nvlink_bandwidth_total", "dcgm_fi_prof_gr_engine_active",
-      "dcgm_fi_prof_pipe_tensor_active", "dcgm_fi_prof_dram_active"};
+  const std::vector<std::string> expected = {"dcgm_sm_clock",
+                                             "dcgm_memory_clock",
+                                             "dcgm_memory_temp",
+                                             "dcgm_gpu_temp",
+                                             "dcgm_power_usage",
+                                             "dcgm_total_energy_consumption",
+                                             "dcgm_fi_prof_pcie_tx_bytes",
+                                             "dcgm_fi_prof_pcie_rx_bytes",
+                                             "dcgm_pcie_replay_counter",
+                                             "dcgm_gpu_utilization",
+                                             "dcgm_mem_copy_utilization",
+                                             "dcgm_enc_utilization",
+                                             "dcgm_dec_utilization",
+                                             "dcgm_xid_errors",
+                                             "dcgm_fb_free",
+                                             "dcgm_fb_used",
+                                             "dcgm_nvlink_bandwidth_total",
+                                             "dcgm_fi_prof_gr_engine_active",
+                                             "dcgm_fi_prof_pipe_tensor_active",
+                                             "dcgm_fi_prof_dram_active"};
   EXPECT_EQ(names(*set), expected);
   EXPECT_STREQ(set->counters[3].field->name, "DCGM_FI_DEV_GPU_TEMP");
   EXPECT_EQ(set->counters[6].type, MetricType::kCounter);  // as the file types it
@@ -268,8 +280,12 @@ TEST(Render, WindowedXidAndClockEventCounts) {
       "{gpu=\"6\",UUID=\"GPU-d0f25a6f\",pci_bus_id=\"00000000:B9:00.0\",device=\"nvidia6\","
       "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-a\"";
   EXPECT_NE(text.find("# TYPE DCGM_EXP_XID_ERRORS_COUNT counter\n"
-                      "DCGM_EXP_XID_ERRORS_COUNT" + id6 + ",window_size_in_ms=\"60000\",xid=\"13\"} 1\n"
-                      "DCGM_EXP_XID_ERRORS_COUNT" + id6 + ",window_size_in_ms=\"60000\",xid=\"79\"} 2\n"
+                      "DCGM_EXP_XID_ERRORS_COUNT" +
+                      id6 +
+                      ",window_size_in_ms=\"60000\",xid=\"13\"} 1\n"
+                      "DCGM_EXP_XID_ERRORS_COUNT" +
+                      id6 +
+                      ",window_size_in_ms=\"60000\",xid=\"79\"} 2\n"
                       "DCGM_EXP_XID_ERRORS_COUNT{gpu=\"7\""),
             std::string::npos)
       << text;
@@ -277,8 +293,10 @@ TEST(Render, WindowedXidAndClockEventCounts) {
                       "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-a\",window_size_in_ms=\"60000\"} 0\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("DCGM_EXP_CLOCK_EVENTS_COUNT" + id6 + ",clock_event=\"gpu_idle\",window_size_in_ms=\"300000\"} 5\n"
-                      "DCGM_EXP_CLOCK_EVENTS_COUNT" + id6 + ",clock_event=\"hw_thermal\",window_size_in_ms=\"300000\"} 2\n"),
+  EXPECT_NE(text.find("DCGM_EXP_CLOCK_EVENTS_COUNT" + id6 +
+                      ",clock_event=\"gpu_idle\",window_size_in_ms=\"300000\"} 5\n"
+                      "DCGM_EXP_CLOCK_EVENTS_COUNT" +
+                      id6 + ",clock_event=\"hw_thermal\",window_size_in_ms=\"300000\"} 2\n"),
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("} 9\n"), std::string::npos) << text;
@@ -333,7 +351,8 @@ TEST(Render, PodUidPodLabelsAndOldNamespace) {
   text = render(set->counters, f);
   EXPECT_NE(text.find("DCGM_FI_DEV_POWER_USAGE{gpu=\"6\",uuid=\"GPU-d0f25a6f\",pci_bus_id=\"00000000:B9:00.0\","
                       "device=\"nvidia6\",modelName=\"NVIDIA H100 80GB HBM3\",DCGM_FI_DRIVER_VERSION=\"580.105.08\","
-                      "Zone=\"a\",app=\"llama\",pod=\"clash\",container_name=\"llama-3-2-1b-ctr\",pod_name=\"llama-3-2-1b-7577f87fc7-"
+                      "Zone=\"a\",app=\"llama\",pod=\"clash\",container_name=\"llama-3-2-1b-ctr\",pod_name=\"llama-3-2-"
+                      "1b-7577f87fc7-"
                       "dhb97\",pod_namespace=\"nim-workload\",pod_uid=\"0f0e-uid\"} 112.670000\n"),
             std::string::npos)
       << text;
