@@ -113,6 +113,31 @@ Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
   return access;
 }
 
+// The informer's pods as the sampler wants them (name, UID, labels).
+std::vector<metrics::PodInfo> pods_of(const std::vector<nlohmann::json>& pods) {
+  std::vector<metrics::PodInfo> out;
+  out.reserve(pods.size());
+  for (const auto& p : pods) {
+    const auto m = p.find("metadata");
+    if (m == p.end() || !m->is_object()) continue;
+    auto str = [&](const char* key) {
+      const auto it = m->find(key);
+      return it != m->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    metrics::PodInfo info;
+    info.ns = str("namespace");
+    info.name = str("name");
+    info.uid = str("uid");
+    if (const auto l = m->find("labels"); l != m->end() && l->is_object()) {
+      for (const auto& [k, v] : l->items()) {
+        if (v.is_string()) info.labels[k] = v.get<std::string>();
+      }
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 // The uninstall question (src/agent/uninstall.h), or why it cannot be asked.
 UninstallVerdict ask_uninstall(const ApiAccess& api, const AgentOptions& options) {
   if (!api.shutdown_client) return {false, "no API access to tell an uninstall from a restart"};
@@ -240,6 +265,15 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     po.cluster = api.view.get();
     if (po.pod_resources_socket.empty()) po.pod_resources_socket = so.pod_resources_socket;
     po.pod_resources_timeout = so.pod_resources_timeout;
+  } else if (so.pod_labels) {
+    // Pod labels come from the API server; without the device plugin the view is opened for them alone.
+    if (auto view = open_cluster_view(options)) api = std::move(*view);
+  }
+  if (api.view) {
+    so.pods = [view = api.view.get()] { return pods_of(view->cached_pods()); };
+  } else if (so.pod_labels) {
+    log::warn("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS is not honoured: pod labels need API access (in a pod with "
+              "a service account that may list pods, or --kubeconfig, and NODE_NAME)");
   }
 
   Serving serving;

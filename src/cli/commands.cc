@@ -284,11 +284,42 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--pod-log-dir", ao.sampler.pod_log_dir, "The kubelet's pod log directories (pod UID -> name)")
       ->capture_default_str();
   bool kubernetes = true;
-  agent_cmd->add_flag("-k,--kubernetes", kubernetes,
-                      "Accepted for dcgm-exporter compatibility: pod attribution is on whenever the PodResources "
-                      "socket is reachable");
+  agent_cmd
+      ->add_flag("-k,--kubernetes", kubernetes,
+                 "Accepted for dcgm-exporter compatibility: pod attribution is on whenever the PodResources "
+                 "socket is reachable")
+      ->envname("DCGM_EXPORTER_KUBERNETES");
   agent_cmd->add_option("--gpu-resource", ao.sampler.extra_resources,
-                        "Extra extended-resource names whose devices are GPUs (renamed shared resources)");
+                        "Extra extended-resource names whose devices are GPUs (renamed shared resources)")
+      ->envname("NVIDIA_RESOURCE_NAMES")
+      ->delimiter(',');
+  // dcgm-exporter's exporter options, under its flag and variable names (docs/metrics.md).
+  auto& sx = ao.sampler;
+  long long xid_window_ms = 300000, clock_window_ms = 300000;
+  ms_option("-x,--xid-count-window-size", xid_window_ms, "DCGM_EXP_XID_ERRORS_COUNT's window in milliseconds", 1,
+            86400000LL)
+      ->envname("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE");
+  ms_option("--clock-events-count-window-size", clock_window_ms,
+            "DCGM_EXP_CLOCK_EVENTS_COUNT's window in milliseconds", 1, 86400000LL)
+      ->envname("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE");
+  agent_cmd->add_flag("-o,--use-old-namespace", sx.style.old_namespace, "dcgm-exporter 1.x label names")
+      ->envname("DCGM_EXPORTER_USE_OLD_NAMESPACE");
+  bool no_hostname = false;
+  agent_cmd->add_flag("-n,--no-hostname", no_hostname, "No Hostname label")->envname("DCGM_EXPORTER_NO_HOSTNAME");
+  agent_cmd->add_flag("--kubernetes-enable-pod-uid", sx.pod_uid, "A pod_uid label on attributed series")
+      ->envname("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID");
+  agent_cmd->add_flag("--kubernetes-enable-pod-labels", sx.pod_labels, "The pods' labels on attributed series")
+      ->envname("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS");
+  agent_cmd
+      ->add_option("--kubernetes-pod-label-allowlist-regex", sx.pod_label_allowlist,
+                   "Only pod labels whose names match one of these regexes (comma-separated)")
+      ->envname("DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX")
+      ->delimiter(',');
+  agent_cmd->add_option("--kubernetes-gpu-id-type", sx.gpu_id_type, "How PodResources names GPUs: uid or device-name")
+      ->envname("DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE")
+      ->capture_default_str();
+  agent_cmd->add_flag("--mig-parent-series", sx.mig_parent_series,
+                      "Also export a MIG-enabled GPU's own series (dcgm-exporter exports only its instances')");
 
   // Device plugin and labels: NVIDIA k8s-device-plugin / GFD flag and variable names where they exist.
   auto& dp = ao.plugins;
@@ -482,15 +513,25 @@ int run(int argc, char** argv) {
       log::error("--config-node-label: must not be empty");
       return 2;
     }
+    ao.sampler.xid_count_window = std::chrono::milliseconds(xid_window_ms);
+    ao.sampler.clock_events_count_window = std::chrono::milliseconds(clock_window_ms);
+    ao.sampler.style.hostname = !no_hostname;
+    if (ao.sampler.gpu_id_type != "uid" && ao.sampler.gpu_id_type != "device-name") {
+      log::warn(fmt::format("DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE (--kubernetes-gpu-id-type) '{}' is neither uid nor "
+                            "device-name; using uid",
+                            ao.sampler.gpu_id_type));
+      ao.sampler.gpu_id_type = "uid";
+    }
     // dcgm-exporter's Kubernetes options that kgpu does not provide: said once, never refused.
     for (const auto& [var, what] :
-         {std::pair{"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", "pod labels as series labels"},
-          std::pair{"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID", "the pod_uid label"}}) {
+         {std::pair{"DCGM_EXPORTER_KUBERNETES_ENABLE_DRA",
+                    "DRA claims are not mapped to series (dra_* labels); devices the kubelet lists are attributed"},
+          std::pair{"KUBERNETES_VIRTUAL_GPUS",
+                    "shared GPUs always get per-container DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED series from "
+                    "each container's own processes, and the GPU's series stay without pod labels"}}) {
       const char* v = std::getenv(var);
       if (v != nullptr && (std::string_view(v) == "true" || std::string_view(v) == "1")) {
-        log::warn(fmt::format("{} is not honoured: kgpu does not add {} yet; attributed series carry pod, namespace "
-                              "and container",
-                              var, what));
+        log::warn(fmt::format("{} is not honoured: {}", var, what));
       }
     }
     return agent::run_agent(ao);

@@ -160,7 +160,7 @@ Result<std::unique_ptr<NodeGpus>> NodeGpus::open(const std::string& library_path
 
 NodeGpus::~NodeGpus() {
   std::lock_guard lock(telemetry_mu_);
-  for (auto& [index, state] : gpm_) {
+  for (auto& [key, state] : gpm_) {
     if (state.sample != nullptr) lib_->call(lib_->symbols().nvmlGpmSampleFree, state.sample);
   }
 }
@@ -560,9 +560,10 @@ std::vector<Telemetry> NodeGpus::telemetry(std::vector<CallError>* node_errors) 
       if (fv[1].nvmlReturn == kSuccess) t.nvlink_tx_kib = as_u64(fv[1]);
       if (fv[2].nvmlReturn == kSuccess) t.nvlink_rx_kib = as_u64(fv[2]);
     }
-    if (!t.lost) read_gpm(i, dev, t);
+    if (!t.lost) read_gpm(i, dev, std::nullopt, t);
 
-    // MIG devices: framebuffer per instance (utilization is not available per instance in NVML).
+    // MIG devices: framebuffer and GPM ratios per instance (utilization rates are not available per
+    // instance in NVML).
     unsigned cur = 0, pend = 0;
     if (!t.lost && lib_->call(s.nvmlDeviceGetMigMode, dev, &cur, &pend) == kSuccess && cur == kMigEnable) {
       unsigned max = 0;
@@ -590,6 +591,7 @@ std::vector<Telemetry> NodeGpus::telemetry(std::vector<CallError>* node_errors) 
           } else if (mr != kErrorNotSupported) {
             mt.errors.push_back({"nvmlDeviceGetMemoryInfo_v2", mr});
           }
+          read_gpm(i, dev, gi, mt);  // profiling ratios of this instance (Hopper and later)
           mig_out.push_back(std::move(mt));
         }
       }
@@ -601,11 +603,11 @@ std::vector<Telemetry> NodeGpus::telemetry(std::vector<CallError>* node_errors) 
   return out;
 }
 
-void NodeGpus::read_gpm(unsigned index, Device dev, Telemetry& t) {
+void NodeGpus::read_gpm(unsigned index, Device dev, std::optional<unsigned> gi, Telemetry& t) {
   const auto& s = lib_->symbols();
   GpmSupport support{kGpmSupportVersion, 0};
   if (lib_->call(s.nvmlGpmQueryDeviceSupport, dev, &support) != kSuccess || !support.isSupportedDevice) return;
-  GpmState& st = gpm_[index];
+  GpmState& st = gpm_[{index, gi.value_or(kWholeGpu)}];
   // GPM samples are taken by the GPU in real time: their spacing is real time too.
   const auto now = kgpu::Clock::real().steady_now();
   if (st.sample != nullptr && now - st.taken < std::chrono::milliseconds(100)) return;  // too soon: keep the old one
@@ -614,9 +616,10 @@ void NodeGpus::read_gpm(unsigned index, Device dev, Telemetry& t) {
     t.errors.push_back({"nvmlGpmSampleAlloc", r});
     return;
   }
-  if (Return r = lib_->call(s.nvmlGpmSampleGet, dev, sample); r != kSuccess) {
-    if (r == kErrorGpuIsLost) t.lost = true;
-    t.errors.push_back({"nvmlGpmSampleGet", r});
+  const Return got = gi ? lib_->call(s.nvmlGpmMigSampleGet, dev, *gi, sample) : lib_->call(s.nvmlGpmSampleGet, dev, sample);
+  if (got != kSuccess) {
+    if (got == kErrorGpuIsLost) t.lost = true;
+    if (got != kErrorNotSupported) t.errors.push_back({gi ? "nvmlGpmMigSampleGet" : "nvmlGpmSampleGet", got});
     lib_->call(s.nvmlGpmSampleFree, sample);
     return;
   }

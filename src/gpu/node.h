@@ -68,7 +68,8 @@ class NodeGpus {
   void note_lost(unsigned index, const char* call) const;  // a reading got GPU_IS_LOST
   GpuInfo read_gpu(unsigned index) const;
   void read_mig(nvml::Device dev, GpuInfo& gpu) const;
-  void read_gpm(unsigned index, nvml::Device dev, Telemetry& t);
+  // GPM ratios of GPU `index` (`dev`), or with `gi` of that GPU instance (nvmlGpmMigSampleGet).
+  void read_gpm(unsigned index, nvml::Device dev, std::optional<unsigned> gi, Telemetry& t);
 
   std::unique_ptr<nvml::Library> lib_;
   mutable std::mutex lost_mu_;
@@ -79,7 +80,9 @@ class NodeGpus {
     std::chrono::steady_clock::time_point taken;
   };
   std::mutex telemetry_mu_;
-  std::map<unsigned, GpmState> gpm_;  // guarded by telemetry_mu_
+  // By (GPU index, GPU-instance id or kWholeGpu); guarded by telemetry_mu_.
+  static constexpr unsigned kWholeGpu = ~0u;
+  std::map<std::pair<unsigned, unsigned>, GpmState> gpm_;
 };
 
 // Whether a GPU's reading says it answers NVML: its handle and UUID were read and no call returned

@@ -138,4 +138,16 @@ std::optional<PodRef> ProcessResolver::resolve(unsigned pid) {
   return std::nullopt;
 }
 
+std::optional<std::string> ProcessResolver::pod_uid(const std::string& ns, const std::string& pod) {
+  std::lock_guard lock(mu_);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (const auto& [uid, names] : by_uid_) {
+      if (names.first == ns && names.second == pod) return uid;
+    }
+    if (clock_.steady_now() - last_scan_ < std::chrono::seconds(1)) break;
+    rescan_locked();
+  }
+  return std::nullopt;
+}
+
 }  // namespace kgpu::metrics

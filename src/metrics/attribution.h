@@ -38,6 +38,8 @@ class ProcessResolver {
 
   // The container a process runs in, or nullopt (not in a pod, exited, or unknown names).
   std::optional<PodRef> resolve(unsigned pid);
+  // A pod's UID from the kubelet's pod log directories (<namespace>_<pod>_<uid>), or nullopt.
+  std::optional<std::string> pod_uid(const std::string& ns, const std::string& pod);
 
  private:
   void rescan_locked();

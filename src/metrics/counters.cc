@@ -61,7 +61,77 @@ constexpr const char* kDefaultCounters[] = {
     "DCGM_FI_PROF_PCIE_RX_BYTES",
 };
 
+// dcgm-exporter 1.x names (its 1.x-compatibility-metrics.csv) and the DCGM fields they stand for.
+struct Legacy {
+  const char* legacy;
+  const char* field;
+};
+constexpr Legacy kLegacyNames[] = {
+    {"dcgm_sm_clock", "DCGM_FI_DEV_SM_CLOCK"},
+    {"dcgm_memory_clock", "DCGM_FI_DEV_MEM_CLOCK"},
+    {"dcgm_memory_temp", "DCGM_FI_DEV_MEMORY_TEMP"},
+    {"dcgm_gpu_temp", "DCGM_FI_DEV_GPU_TEMP"},
+    {"dcgm_power_usage", "DCGM_FI_DEV_POWER_USAGE"},
+    {"dcgm_total_energy_consumption", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"},
+    {"dcgm_pcie_tx_throughput", "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"},
+    {"dcgm_pcie_rx_throughput", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT"},
+    {"dcgm_pcie_replay_counter", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"},
+    {"dcgm_gpu_utilization", "DCGM_FI_DEV_GPU_UTIL"},
+    {"dcgm_mem_copy_utilization", "DCGM_FI_DEV_MEM_COPY_UTIL"},
+    {"dcgm_enc_utilization", "DCGM_FI_DEV_ENC_UTIL"},
+    {"dcgm_dec_utilization", "DCGM_FI_DEV_DEC_UTIL"},
+    {"dcgm_xid_errors", "DCGM_FI_DEV_XID_ERRORS"},
+    {"dcgm_power_violation", "DCGM_FI_DEV_POWER_VIOLATION"},
+    {"dcgm_thermal_violation", "DCGM_FI_DEV_THERMAL_VIOLATION"},
+    {"dcgm_sync_boost_violation", "DCGM_FI_DEV_SYNC_BOOST_VIOLATION"},
+    {"dcgm_board_limit_violation", "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION"},
+    {"dcgm_low_util_violation", "DCGM_FI_DEV_LOW_UTIL_VIOLATION"},
+    {"dcgm_reliability_violation", "DCGM_FI_DEV_RELIABILITY_VIOLATION"},
+    {"dcgm_fb_free", "DCGM_FI_DEV_FB_FREE"},
+    {"dcgm_fb_used", "DCGM_FI_DEV_FB_USED"},
+    {"dcgm_ecc_sbe_volatile_total", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"},
+    {"dcgm_ecc_dbe_volatile_total", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"},
+    {"dcgm_ecc_sbe_aggregate_total", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"},
+    {"dcgm_ecc_dbe_aggregate_total", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"},
+    {"dcgm_retired_pages_sbe", "DCGM_FI_DEV_RETIRED_SBE"},
+    {"dcgm_retired_pages_dbe", "DCGM_FI_DEV_RETIRED_DBE"},
+    {"dcgm_retired_pages_pending", "DCGM_FI_DEV_RETIRED_PENDING"},
+    {"dcgm_nvlink_flit_crc_error_count_total", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"},
+    {"dcgm_nvlink_data_crc_error_count_total", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL"},
+    {"dcgm_nvlink_replay_error_count_total", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"},
+    {"dcgm_nvlink_recovery_error_count_total", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"},
+    {"dcgm_nvlink_bandwidth_total", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"},
+    {"dcgm_fi_prof_gr_engine_active", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"},
+    {"dcgm_fi_prof_sm_active", "DCGM_FI_PROF_SM_ACTIVE"},
+    {"dcgm_fi_prof_sm_occupancy", "DCGM_FI_PROF_SM_OCCUPANCY"},
+    {"dcgm_fi_prof_pipe_tensor_active", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"},
+    {"dcgm_fi_prof_dram_active", "DCGM_FI_PROF_DRAM_ACTIVE"},
+    {"dcgm_fi_prof_pcie_tx_bytes", "DCGM_FI_PROF_PCIE_TX_BYTES"},
+    {"dcgm_fi_prof_pcie_rx_bytes", "DCGM_FI_PROF_PCIE_RX_BYTES"},
+};
+
+// dcgm-exporter's DCGM_EXP_* fields: those kgpu computes, and those it has no source for.
+struct ExporterName {
+  const char* name;
+  ExporterField field;
+  const char* missing;  // why kgpu cannot provide it; null when it can
+};
+constexpr ExporterName kExporterNames[] = {
+    {"DCGM_EXP_XID_ERRORS_COUNT", ExporterField::kXidErrorsCount, nullptr},
+    {"DCGM_EXP_CLOCK_EVENTS_COUNT", ExporterField::kClockEventsCount, nullptr},
+    {"DCGM_EXP_GPU_HEALTH_STATUS", ExporterField::kNone,
+     "it is DCGM's health-check verdict, which NVML has no equivalent for"},
+    {"DCGM_EXP_P2P_STATUS", ExporterField::kNone, "NVML's P2P status per GPU pair is not read by kgpu"},
+};
+
 }  // namespace
+
+const char* legacy_field_name(std::string_view name) {
+  for (const auto& l : kLegacyNames) {
+    if (name == l.legacy) return l.field;
+  }
+  return nullptr;
+}
 
 const char* metric_type_name(MetricType t) {
   switch (t) {
@@ -103,8 +173,7 @@ const std::vector<Field>& fields() {
       {"DCGM_FI_DEV_DEC_UTIL", MetricType::kGauge, "Decoder utilization (in %).",
        [](const Telemetry& t, const H&) { return as_int(t.dec_util_pct); }},
       {"DCGM_FI_DEV_XID_ERRORS", MetricType::kGauge, "Value of the last XID error encountered.",
-       [](const Telemetry& t, const H& h) -> std::optional<Value> {
-         if (t.gpu_instance_id) return std::nullopt;  // XIDs belong to the GPU
+       [](const Telemetry&, const H& h) -> std::optional<Value> {
          return Value::integer(static_cast<long long>(h.last_xid.value_or(0)));
        }},
       {"DCGM_FI_DEV_FB_FREE", MetricType::kGauge, "Framebuffer memory free (in MiB).",
@@ -173,6 +242,8 @@ const std::vector<Field>& fields() {
        [](const Telemetry& t, const H&) { return dcgm_field(t, 1011); }},
       {"DCGM_FI_PROF_NVLINK_RX_BYTES", MetricType::kGauge, "NVLink receive rate, headers and payload (in B/s).",
        [](const Telemetry& t, const H&) { return dcgm_field(t, 1012); }},
+      {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", MetricType::kGauge, "Current clock event reasons (bitmask).",
+       [](const Telemetry& t, const H&) { return as_int(t.clock_event_reasons); }},
   };
   return kFields;
 }
@@ -188,7 +259,7 @@ std::vector<Counter> default_counters() {
   std::vector<Counter> out;
   for (const char* name : kDefaultCounters) {
     const Field* f = find_field(name);
-    out.push_back({f, f->type, f->help});
+    out.push_back({f, f->type, f->help, f->name});
   }
   return out;
 }
@@ -221,23 +292,57 @@ Result<CounterSet> parse_counters(const std::string& text, const std::string& so
       return fail(ErrorCode::kInvalidArgument, "{}:{}: {}: unknown type '{}' (gauge, counter or label)", source, number,
                   name, type);
     }
-    if (!name.starts_with("DCGM_FI_")) {
-      return fail(ErrorCode::kInvalidArgument, "{}:{}: '{}' is not a DCGM field name", source, number, name);
+    if (name.starts_with("DCGM_EXP_")) {
+      const auto* e = std::find_if(std::begin(kExporterNames), std::end(kExporterNames),
+                                   [&](const ExporterName& x) { return name == x.name; });
+      if (e == std::end(kExporterNames)) {
+        return fail(ErrorCode::kInvalidArgument, "{}:{}: '{}' is not one of dcgm-exporter's fields ({})", source,
+                    number, name,
+                    "DCGM_EXP_XID_ERRORS_COUNT, DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_EXP_GPU_HEALTH_STATUS, "
+                    "DCGM_EXP_P2P_STATUS");
+      }
+      if (e->missing != nullptr) {
+        set.warnings.push_back(
+            fmt::format("{}:{}: {} is not available: {}; skipped", source, number, name, e->missing));
+        continue;
+      }
+      if (mt == MetricType::kLabel) {
+        return fail(ErrorCode::kInvalidArgument, "{}:{}: {} is a counter, not a label", source, number, name);
+      }
+      if (std::any_of(set.counters.begin(), set.counters.end(), [&](const Counter& c) { return c.name == name; })) {
+        set.warnings.push_back(fmt::format("{}:{}: {} is listed twice; the first line wins", source, number, name));
+        continue;
+      }
+      set.counters.push_back({nullptr, mt, help, name, e->field});
+      continue;
     }
-    const Field* f = find_field(name);
+    std::string field_name = name;
+    const bool legacy = !name.starts_with("DCGM_FI_");
+    if (legacy) {
+      const char* f = legacy_field_name(name);
+      if (f == nullptr) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "{}:{}: '{}' is not a DCGM field name (DCGM_FI_*, DCGM_EXP_* or a dcgm-exporter 1.x name)", source,
+                    number, name);
+      }
+      field_name = f;
+    }
+    const Field* f = find_field(field_name);
     if (f == nullptr) {
-      set.warnings.push_back(fmt::format("{}:{}: {} is not available from NVML; skipped", source, number, name));
+      set.warnings.push_back(
+          legacy ? fmt::format("{}:{}: {} ({}) is not available from NVML; skipped", source, number, name, field_name)
+                 : fmt::format("{}:{}: {} is not available from NVML; skipped", source, number, name));
       continue;
     }
     if ((mt == MetricType::kLabel) != (f->type == MetricType::kLabel)) {
       return fail(ErrorCode::kInvalidArgument, "{}:{}: {} is a {}, not a {}", source, number, name,
                   metric_type_name(f->type), type);
     }
-    if (std::any_of(set.counters.begin(), set.counters.end(), [&](const Counter& c) { return c.field == f; })) {
+    if (std::any_of(set.counters.begin(), set.counters.end(), [&](const Counter& c) { return c.name == name; })) {
       set.warnings.push_back(fmt::format("{}:{}: {} is listed twice; the first line wins", source, number, name));
       continue;
     }
-    set.counters.push_back({f, mt, help});
+    set.counters.push_back({f, mt, help, name, ExporterField::kNone});
   }
   return set;
 }

@@ -36,6 +36,22 @@ struct DeviceSample {
   gpu::Telemetry telemetry;
   DeviceHistory history;
   std::optional<PodRef> owner;  // one container holds this GPU / MIG instance exclusively
+  // A MIG-enabled GPU whose GPU instances carry its series (dcgm-exporter's shape): its own
+  // DCGM series are left out unless Frame::mig_parent_series. kgpu's own families keep it.
+  bool mig_parent = false;
+};
+
+// What the API server (or the kubelet's pod log directories) says about a pod, for
+// dcgm-exporter's optional `pod_uid` label and pod labels.
+struct PodMeta {
+  std::string uid;                                          // empty: not known or not asked for
+  std::vector<std::pair<std::string, std::string>> labels;  // sanitized names; empty unless asked for
+};
+
+// Label names and optional labels, as dcgm-exporter's flags select them.
+struct LabelStyle {
+  bool old_namespace = false;  // dcgm-exporter -o: uuid, pod_name, pod_namespace, container_name
+  bool hostname = true;        // dcgm-exporter -n turns the Hostname label off
 };
 
 // A container's share of a GPU (time-slicing replicas, MPS), from NVML's per-process data.
@@ -74,8 +90,25 @@ struct Frame {
   std::map<std::pair<unsigned, uint64_t>, uint64_t> xid_counts;
   std::map<unsigned, DeviceIdentity> gpu_identity;
   std::map<unsigned, bool> gpu_up;
+  // DCGM_EXP_XID_ERRORS_COUNT / DCGM_EXP_CLOCK_EVENTS_COUNT: by GPU index, the XID events per code
+  // and the samples per clock event reason bit within the last window_ms.
+  std::map<unsigned, std::map<uint64_t, uint64_t>> xid_window;
+  std::map<unsigned, std::map<uint64_t, uint64_t>> clock_event_window;
+  long long xid_window_ms = 300000;
+  long long clock_events_window_ms = 300000;
+  bool mig_parent_series = false;
+  LabelStyle style;
+  std::map<std::pair<std::string, std::string>, PodMeta> pod_meta;  // by (namespace, pod)
   AgentStats stats;
 };
+
+// The text dcgm-exporter gives an XID in DCGM_FI_DEV_XID_ERRORS's err_msg label ("Unknown Error"
+// beyond its table).
+const char* xid_message(long long xid);
+
+// The clock event reason name dcgm-exporter gives a bit in DCGM_EXP_CLOCK_EVENTS_COUNT's
+// clock_event label, or nullptr for a bit it does not name.
+const char* clock_event_name(uint64_t bit);
 
 std::string render(const std::vector<Counter>& counters, const Frame& frame);
 

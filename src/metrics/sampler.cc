@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/log.h"
 
@@ -17,14 +18,72 @@ std::string strip_replica(const std::string& id, bool* replica) {
   return *replica ? id.substr(0, pos) : id;
 }
 
+// A device-plugin device name: "nvidia<N>", "nvidia<N>/gi<M>" (a MIG instance), either with a
+// "/vgpu<K>" sharing suffix (GKE's names).
+struct DeviceName {
+  unsigned gpu = 0;
+  std::optional<unsigned> gi;
+  bool shared = false;
+};
+
+std::optional<unsigned> parse_small(std::string_view s) {
+  if (s.empty() || s.size() > 6 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  unsigned v = 0;
+  for (char c : s) v = v * 10 + static_cast<unsigned>(c - '0');
+  return v;
+}
+
+std::optional<DeviceName> parse_device_name(std::string_view id) {
+  if (!id.starts_with("nvidia")) return std::nullopt;
+  id.remove_prefix(6);
+  DeviceName d;
+  if (const auto v = id.find("/vgpu"); v != std::string_view::npos) {
+    if (!parse_small(id.substr(v + 5))) return std::nullopt;
+    d.shared = true;
+    id = id.substr(0, v);
+  }
+  const auto gi = id.find("/gi");
+  const auto gpu = parse_small(id.substr(0, gi));
+  if (!gpu) return std::nullopt;
+  d.gpu = *gpu;
+  if (gi != std::string_view::npos) {
+    d.gi = parse_small(id.substr(gi + 3));
+    if (!d.gi) return std::nullopt;
+  }
+  return d;
+}
+
+constexpr size_t kMaxWindowEvents = 100000;  // per GPU: bounds memory whatever the window and rate
+
 }  // namespace
+
+std::string sanitize_label_name(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) c = '_';
+  }
+  // A Prometheus label name does not start with a digit (a Kubernetes label name may).
+  if (!out.empty() && out[0] >= '0' && out[0] <= '9') out.insert(out.begin(), '_');
+  return out;
+}
 
 Sampler::Sampler(gpu::NodeGpus& node, SamplerOptions options)
     : node_(node),
       opt_(std::move(options)),
       clock_(opt_.clock != nullptr ? *opt_.clock : Clock::real()),
       pod_resources_(opt_.pod_resources_socket),
-      resolver_(opt_.proc_root, opt_.container_log_dir, opt_.pod_log_dir, clock_) {}
+      resolver_(opt_.proc_root, opt_.container_log_dir, opt_.pod_log_dir, clock_) {
+  for (const auto& pattern : opt_.pod_label_allowlist) {
+    try {
+      allowlist_.emplace_back(pattern);
+    } catch (const std::regex_error& e) {
+      log::warn(fmt::format("pod label allowlist: '{}' is not a valid regex ({}); skipped", pattern, e.what()));
+    }
+  }
+}
 
 Sampler::~Sampler() { stop(); }
 
@@ -66,6 +125,9 @@ void Sampler::on_event(const gpu::Event& e) {
   const std::string uuid = e.uuid.empty() ? fmt::format("index-{}", *e.gpu_index) : e.uuid;
   last_xid_[uuid] = e.xid;
   ++xid_counts_[{uuid, e.xid}];
+  auto& window = xid_window_[uuid];
+  window.emplace_back(clock_.steady_now(), e.xid);
+  if (window.size() > kMaxWindowEvents) window.pop_front();
 }
 
 struct Sampler::Holders {
@@ -88,6 +150,7 @@ void Sampler::sample_now() {
   const auto now = clock_.steady_now();
   add_devices(std::move(ts), holders, now, f);
   add_shared_usage(holders, now, f);
+  add_windows_and_pods(now, f);
   publish(std::move(f), node_errors, started);
 }
 
@@ -121,11 +184,18 @@ Frame Sampler::begin_frame(std::vector<kubelet::ContainerDevice>* devices) {
 
 Sampler::Holders Sampler::find_holders(const std::vector<kubelet::ContainerDevice>& devices, Frame& f) {
   // The kubelet names a device we do not know: look again (at most every 30 s).
+  const bool device_names = opt_.gpu_id_type == "device-name";
+  // A device name the kubelet uses instead of a UUID: the GPU index or MIG instance it names.
+  auto by_name = [&](const std::string& id) -> std::optional<DeviceName> {
+    auto n = parse_device_name(id);
+    if (!n || (!n->gi && !device_names)) return std::nullopt;  // nvidia<N>/gi<M> is always a name
+    return n;
+  };
   for (const auto& d : devices) {
     bool replica = false;
     const std::string base = strip_replica(d.device_id, &replica);
-    if (is_gpu_resource(d.resource) && !gpu_by_uuid_.contains(base) && !mig_by_uuid_.contains(base) &&
-        clock_.steady_now() - last_unknown_refresh_ > std::chrono::seconds(30)) {
+    if (is_gpu_resource(d.resource) && !by_name(d.device_id) && !gpu_by_uuid_.contains(base) &&
+        !mig_by_uuid_.contains(base) && clock_.steady_now() - last_unknown_refresh_ > std::chrono::seconds(30)) {
       last_unknown_refresh_ = clock_.steady_now();
       refresh_inventory();
       break;
@@ -137,7 +207,18 @@ Sampler::Holders Sampler::find_holders(const std::vector<kubelet::ContainerDevic
     bool replica = false;
     const std::string base = strip_replica(d.device_id, &replica);
     PodRef pod{d.ns, d.pod, d.container};
-    if (auto it = gpu_by_uuid_.find(base); it != gpu_by_uuid_.end()) {
+    if (const auto n = by_name(d.device_id)) {
+      if (n->gi) {
+        if (auto m = migs_.find({n->gpu, *n->gi}); m != migs_.end()) {
+          h.mig[m->first].insert(pod);
+          f.allocations.push_back({pod, m->second, d.resource, d.device_id});
+        }
+      } else if (auto g = gpus_.find(n->gpu); g != gpus_.end()) {
+        h.gpu[n->gpu].insert(pod);
+        h.gpu_replicated[n->gpu] = h.gpu_replicated[n->gpu] || n->shared;
+        f.allocations.push_back({pod, g->second, d.resource, d.device_id});
+      }
+    } else if (auto it = gpu_by_uuid_.find(base); it != gpu_by_uuid_.end()) {
       h.gpu[it->second].insert(pod);
       h.gpu_replicated[it->second] = h.gpu_replicated[it->second] || replica;
       f.allocations.push_back({pod, gpus_[it->second], d.resource, d.device_id});
@@ -154,6 +235,7 @@ void Sampler::add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders
     if (s.size() == 1) return *s.begin();
     return std::nullopt;
   };
+  std::map<unsigned, size_t> parent_at;  // GPU index -> its DeviceSample in f.devices
   for (auto& t : ts) {
     for (const auto& e : t.errors) ++nvml_errors_[e.call];
     DeviceSample ds;
@@ -163,6 +245,31 @@ void Sampler::add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders
       ds.id = it->second;
       if (auto h = holders.mig.find({t.gpu_index, *t.gpu_instance_id}); h != holders.mig.end()) {
         ds.owner = exclusive(h->second);
+      }
+      // dcgm-exporter's shape: the instance's series carry every field, the GPU-wide readings
+      // (clocks, temperatures, power, energy, PCIe, NVLink, XID, ECC) from the parent; NVML gives
+      // framebuffer and GPM ratios per instance; utilization rates are not per instance in NVML
+      // (docs/metrics.md, "MIG").
+      if (auto p = parent_at.find(t.gpu_index); p != parent_at.end()) {
+        DeviceSample& parent = f.devices[p->second];
+        parent.mig_parent = true;
+        gpu::Telemetry merged = parent.telemetry;
+        merged.gpu_instance_id = t.gpu_instance_id;
+        merged.uuid = t.uuid;
+        merged.fb_total_mib = t.fb_total_mib;
+        merged.fb_free_mib = t.fb_free_mib;
+        merged.fb_used_mib = t.fb_used_mib;
+        merged.fb_reserved_mib = t.fb_reserved_mib;
+        merged.gpu_util_pct.reset();
+        merged.mem_copy_util_pct.reset();
+        merged.gr_engine_active = t.gr_engine_active;
+        merged.tensor_active = t.tensor_active;
+        merged.dram_active = t.dram_active;
+        merged.pcie_tx_bytes_per_s = t.pcie_tx_bytes_per_s;
+        merged.pcie_rx_bytes_per_s = t.pcie_rx_bytes_per_s;
+        merged.errors = std::move(t.errors);
+        t = std::move(merged);
+        ds.history = parent.history;
       }
     } else {
       auto it = gpus_.find(t.gpu_index);
@@ -187,10 +294,21 @@ void Sampler::add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders
         }
         nvlink_prev_[t.gpu_index] = {total, now};
       }
+      if (t.clock_event_reasons && *t.clock_event_reasons != 0) {
+        auto& window = clock_events_[it->second.uuid];
+        window.emplace_back(now, *t.clock_event_reasons);
+        if (window.size() > kMaxWindowEvents) window.pop_front();
+      }
+      parent_at[t.gpu_index] = f.devices.size();
     }
     ds.telemetry = std::move(t);
     f.devices.push_back(std::move(ds));
   }
+  // Each GPU's instances right after it, by GPU-instance id (dcgm-exporter's order).
+  std::stable_sort(f.devices.begin(), f.devices.end(), [](const DeviceSample& a, const DeviceSample& b) {
+    return std::tuple(a.id.gpu, a.id.gi_id.has_value(), a.id.gi_id.value_or(0)) <
+           std::tuple(b.id.gpu, b.id.gi_id.has_value(), b.id.gi_id.value_or(0));
+  });
   // A GPU we know that NVML no longer reports (count failed, or fewer GPUs): down, not gone.
   for (const auto& [index, id] : gpus_) {
     if (!f.gpu_up.contains(index)) {
@@ -244,6 +362,82 @@ void Sampler::add_shared_usage(const Holders& holders, Clock::SteadyTime now, Fr
     for (auto& [pod, u] : usage) f.containers.push_back(std::move(u));
   }
   std::erase_if(proc_util_, [&](const auto& kv) { return now - kv.second.at > std::chrono::minutes(5); });
+}
+
+void Sampler::add_windows_and_pods(Clock::SteadyTime now, Frame& f) {
+  f.xid_window_ms = opt_.xid_count_window.count();
+  f.clock_events_window_ms = opt_.clock_events_count_window.count();
+  f.mig_parent_series = opt_.mig_parent_series;
+  f.style = opt_.style;
+  auto count = [&](auto& windows, std::chrono::milliseconds width, auto& out, bool bits) {
+    for (auto it = windows.begin(); it != windows.end();) {
+      auto& events = it->second;
+      while (!events.empty() && now - events.front().first > width) events.pop_front();
+      if (events.empty()) {
+        it = windows.erase(it);
+        continue;
+      }
+      if (auto g = gpu_by_uuid_.find(it->first); g != gpu_by_uuid_.end()) {
+        auto& counts = out[g->second];
+        for (const auto& [at, v] : events) {
+          if (!bits) {
+            ++counts[v];
+            continue;
+          }
+          for (uint64_t bit = 1; bit != 0 && bit <= v; bit <<= 1) {
+            if ((v & bit) != 0) ++counts[bit];
+          }
+        }
+      }
+      ++it;
+    }
+  };
+  count(clock_events_, opt_.clock_events_count_window, f.clock_event_window, true);
+  {
+    std::lock_guard lock(mu_);
+    count(xid_window_, opt_.xid_count_window, f.xid_window, false);
+  }
+
+  if (!opt_.pod_uid && !opt_.pod_labels) return;
+  std::set<std::pair<std::string, std::string>> wanted;
+  for (const auto& d : f.devices) {
+    if (d.owner) wanted.insert({d.owner->ns, d.owner->pod});
+  }
+  for (const auto& u : f.containers) wanted.insert({u.pod.ns, u.pod.pod});
+  for (const auto& a : f.allocations) wanted.insert({a.pod.ns, a.pod.pod});
+  if (wanted.empty()) return;
+  std::map<std::pair<std::string, std::string>, PodInfo> api;
+  if (opt_.pods) {
+    for (auto& p : opt_.pods()) {
+      auto key = std::pair{p.ns, p.name};
+      if (wanted.contains(key)) api.emplace(std::move(key), std::move(p));
+    }
+  }
+  for (const auto& key : wanted) {
+    PodMeta meta;
+    const auto it = api.find(key);
+    if (opt_.pod_uid) {
+      if (it != api.end()) {
+        meta.uid = it->second.uid;
+      } else if (auto uid = resolver_.pod_uid(key.first, key.second)) {
+        meta.uid = *uid;
+      }
+    }
+    if (opt_.pod_labels && it != api.end()) {
+      for (const auto& [k, v] : it->second.labels) {
+        const bool allowed =
+            allowlist_.empty() ||
+            std::any_of(allowlist_.begin(), allowlist_.end(), [&](const auto& re) { return std::regex_search(k, re); });
+        if (!allowed) continue;
+        // Two names that sanitize alike ("a.b", "a_b"): the first (in name order) is kept.
+        std::string name = sanitize_label_name(k);
+        if (std::none_of(meta.labels.begin(), meta.labels.end(), [&](const auto& l) { return l.first == name; })) {
+          meta.labels.emplace_back(std::move(name), v);
+        }
+      }
+    }
+    if (!meta.uid.empty() || !meta.labels.empty()) f.pod_meta.emplace(key, std::move(meta));
+  }
 }
 
 void Sampler::publish(Frame f, const std::vector<gpu::CallError>& node_errors, Clock::SteadyTime started) {

@@ -10,10 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -27,6 +29,16 @@
 #include "metrics/frame.h"
 
 namespace kgpu::metrics {
+
+// A pod as the API server has it: the source of the pod_uid label and of pod labels.
+struct PodInfo {
+  std::string ns, name, uid;
+  std::map<std::string, std::string> labels;
+};
+
+// dcgm-exporter's label name for a pod label: every character outside [a-zA-Z0-9_] becomes '_'
+// (and a leading digit gets a '_' before it, which Prometheus requires).
+std::string sanitize_label_name(std::string_view name);
 
 struct SamplerOptions {
   std::chrono::milliseconds interval{5000};
@@ -51,6 +63,23 @@ struct SamplerOptions {
   std::function<void(std::vector<gpu::Telemetry>&)> enrich;
   // Time for intervals, staleness and timestamps (not owned; must outlive the Sampler).
   Clock* clock = &Clock::real();
+
+  // dcgm-exporter's windows for DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT.
+  std::chrono::milliseconds xid_count_window{300000};
+  std::chrono::milliseconds clock_events_count_window{300000};
+  // Also the parent GPU's own series of a MIG-enabled GPU (dcgm-exporter has only the instances').
+  bool mig_parent_series = false;
+  LabelStyle style;
+  // How PodResources names GPUs: "uid" (GPU-/MIG- UUIDs) or "device-name" (nvidia<N>, and
+  // nvidia<N>/gi<M> for MIG, as on GKE); dcgm-exporter's DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE.
+  std::string gpu_id_type = "uid";
+  // dcgm-exporter's pod_uid label and pod labels on attributed series.
+  bool pod_uid = false;
+  bool pod_labels = false;
+  std::vector<std::string> pod_label_allowlist;  // ECMAScript regexes on label names; empty = all
+  // The pods of this node as the API server has them (the agent's informer); called once per
+  // sample on the sampling thread; null = no API access (UIDs then come from the pod log directory).
+  std::function<std::vector<PodInfo>()> pods;
 };
 
 class Sampler {
@@ -92,6 +121,8 @@ class Sampler {
   void add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders, Clock::SteadyTime now, Frame& f);
   // Per-container usage of GPUs shared between containers (NVML per-process data).
   void add_shared_usage(const Holders& holders, Clock::SteadyTime now, Frame& f);
+  // The windowed XID and clock event counts, and the pods' UIDs and labels when asked for.
+  void add_windows_and_pods(Clock::SteadyTime now, Frame& f);
   // Renders the page and the readiness problems, and makes them current.
   void publish(Frame f, const std::vector<gpu::CallError>& node_errors, Clock::SteadyTime started);
 
@@ -125,6 +156,9 @@ class Sampler {
   };
   std::map<std::pair<unsigned, unsigned>, ProcUtil> proc_util_;  // (gpu, pid)
   std::map<std::string, uint64_t> nvml_errors_;
+  // Clock event reasons per sample, by GPU UUID, within the window.
+  std::map<std::string, std::deque<std::pair<Clock::SteadyTime, uint64_t>>> clock_events_;
+  std::vector<std::regex> allowlist_;
   uint64_t samples_ = 0;
   int samples_since_inventory_ = 0;
   Clock::SteadyTime last_unknown_refresh_{};
@@ -134,6 +168,8 @@ class Sampler {
   // XID state by GPU UUID, so it stays with its GPU if indices change.
   std::map<std::string, uint64_t> last_xid_;
   std::map<std::pair<std::string, uint64_t>, uint64_t> xid_counts_;
+  // XID events by GPU UUID within the window (at most kMaxWindowEvents each).
+  std::map<std::string, std::deque<std::pair<Clock::SteadyTime, uint64_t>>> xid_window_;
   std::vector<kubelet::ContainerDevice> devices_;
   Clock::SteadyTime down_since_{};  // when List started failing
   bool pod_resources_up_ = false;

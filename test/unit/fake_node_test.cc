@@ -126,6 +126,10 @@ TEST(FakeNode, ErrorsNameLineAndField) {
                         "    processes: [{pid: 1}]\n")
                 .find("needs gpuInstanceId"),
             std::string::npos);
+  EXPECT_NE(parse_error("gpus:\n  - model: H100-SXM-80GB\n    mig:\n      instances: [{profile: 7g.80gb, telemetry: "
+                        "{gpuTemp: 40}}]\n")
+                .find("gpus[0].mig.instances[0].telemetry: unknown instance reading 'gpuTemp'"),
+            std::string::npos);
   EXPECT_NE(parse_error("gpus: [ {model: L4}\n").find("node.yaml:"), std::string::npos);  // YAML syntax error
   EXPECT_NE(parse_error("{}\n").find("describe the GPUs"), std::string::npos);
   EXPECT_NE(parse_error("gpus:\n  - model: T4\ntopology:\n  nvlink: [[0]]\n").find("has no NVLink"), std::string::npos);

@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "metrics/attribution.h"
 #include "metrics/counters.h"
 #include "metrics/exposition.h"
 #include "metrics/frame.h"
+#include "metrics/sampler.h"
 
 namespace kgpu::metrics {
 namespace {
@@ -140,6 +144,227 @@ TEST(Render, SharedGpuContainersAllocationsAndXids) {
             std::string::npos);
   EXPECT_NE(text.find("kgpu_container_gpu_processes{"), std::string::npos);
   EXPECT_NE(text.find(",xid=\"79\"} 2\n"), std::string::npos);
+}
+
+std::string data_file(const std::string& name) {
+  std::ifstream in(std::string(KGPU_SOURCE_DIR "/test/data/counters/") + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> names(const CounterSet& set) {
+  std::vector<std::string> out;
+  for (const auto& c : set.counters) out.push_back(c.name);
+  return out;
+}
+
+TEST(Counters, DcgmExporterDefaultAndDcpFilesGiveTheTwentySix) {
+  std::vector<std::string> defaults;
+  for (const auto& c : default_counters()) defaults.push_back(c.name);
+  for (const char* file : {"default-counters.csv", "dcp-metrics-included.csv"}) {
+    const std::string text = data_file(file);
+    ASSERT_FALSE(text.empty()) << file;
+    auto set = parse_counters(text, file);
+    ASSERT_TRUE(set) << set.error().message;
+    EXPECT_EQ(names(*set), defaults) << file;
+    EXPECT_TRUE(set->warnings.empty()) << file << ": " << set->warnings[0];
+  }
+}
+
+TEST(Counters, DcgmExporterLegacyNamesAreServedUnderTheirNames) {
+  auto set = parse_counters(data_file("1.x-compatibility-metrics.csv"), "1x.csv");
+  ASSERT_TRUE(set) << set.error().message;
+  const std::vector<std::string> expected = {"dcgm_sm_clock",
+                                             "dcgm_memory_clock",
+                                             "dcgm_memory_temp",
+                                             "dcgm_gpu_temp",
+                                             "dcgm_power_usage",
+                                             "dcgm_total_energy_consumption",
+                                             "dcgm_fi_prof_pcie_tx_bytes",
+                                             "dcgm_fi_prof_pcie_rx_bytes",
+                                             "dcgm_pcie_replay_counter",
+                                             "dcgm_gpu_utilization",
+                                             "dcgm_mem_copy_utilization",
+                                             "dcgm_enc_utilization",
+                                             "dcgm_dec_utilization",
+                                             "dcgm_xid_errors",
+                                             "dcgm_fb_free",
+                                             "dcgm_fb_used",
+                                             "dcgm_nvlink_bandwidth_total",
+                                             "dcgm_fi_prof_gr_engine_active",
+                                             "dcgm_fi_prof_pipe_tensor_active",
+                                             "dcgm_fi_prof_dram_active"};
+  EXPECT_EQ(names(*set), expected);
+  EXPECT_STREQ(set->counters[3].field->name, "DCGM_FI_DEV_GPU_TEMP");
+  EXPECT_EQ(set->counters[6].type, MetricType::kCounter);  // as the file types it
+  EXPECT_EQ(set->counters[6].help, "Total number of bytes transmitted through PCIe TX via NVML.");
+  // The file lists the two PCIe fields twice: the first line wins, the second is said.
+  ASSERT_EQ(set->warnings.size(), 2u);
+  EXPECT_EQ(set->warnings[0], "1x.csv:43: dcgm_fi_prof_pcie_tx_bytes is listed twice; the first line wins");
+
+  auto missing = parse_counters("dcgm_power_violation, counter, x\ndcgm_fb_used, gauge, y\n", "c.csv");
+  ASSERT_TRUE(missing);
+  ASSERT_EQ(missing->warnings.size(), 1u);
+  EXPECT_EQ(missing->warnings[0],
+            "c.csv:1: dcgm_power_violation (DCGM_FI_DEV_POWER_VIOLATION) is not available from NVML; skipped");
+  auto unknown = parse_counters("dcgm_gpu_tmp, gauge, x\n", "c.csv");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().message,
+            "c.csv:1: 'dcgm_gpu_tmp' is not a DCGM field name (DCGM_FI_*, DCGM_EXP_* or a dcgm-exporter 1.x name)");
+}
+
+TEST(Counters, ExporterFieldsAreCountedOrSaidToBeMissing) {
+  auto set = parse_counters(data_file("exporter-fields.csv"), "exp.csv");
+  ASSERT_TRUE(set) << set.error().message;
+  ASSERT_EQ(set->counters.size(), 28u);
+  const auto& clocks = set->counters[12];
+  EXPECT_EQ(clocks.name, "DCGM_EXP_CLOCK_EVENTS_COUNT");
+  EXPECT_EQ(clocks.exporter, ExporterField::kClockEventsCount);
+  EXPECT_EQ(clocks.field, nullptr);
+  EXPECT_EQ(set->counters[13].exporter, ExporterField::kXidErrorsCount);
+  EXPECT_EQ(set->counters[13].help, "reported XIDs during last window");
+  ASSERT_EQ(set->warnings.size(), 2u);
+  EXPECT_NE(set->warnings[0].find("DCGM_EXP_GPU_HEALTH_STATUS is not available: "), std::string::npos);
+  EXPECT_NE(set->warnings[1].find("DCGM_EXP_P2P_STATUS is not available: "), std::string::npos);
+  auto typo = parse_counters("DCGM_EXP_XID_ERROR_COUNT, counter, x\n", "c.csv");
+  ASSERT_FALSE(typo);
+  EXPECT_NE(typo.error().message.find("c.csv:1: 'DCGM_EXP_XID_ERROR_COUNT' is not one of dcgm-exporter's fields"),
+            std::string::npos);
+  EXPECT_FALSE(parse_counters("DCGM_EXP_XID_ERRORS_COUNT, label, x\n", "c.csv"));
+}
+
+TEST(Render, XidErrorsCarryErrCodeAndErrMsg) {
+  Frame f = one_gpu_frame();
+  f.devices[0].history.last_xid = 79;
+  auto text = render(default_counters(), f);
+  EXPECT_NE(text.find("DCGM_FI_DEV_XID_ERRORS{gpu=\"6\",UUID=\"GPU-d0f25a6f\",pci_bus_id=\"00000000:B9:00.0\","
+                      "device=\"nvidia6\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-a\","
+                      "DCGM_FI_DRIVER_VERSION=\"580.105.08\",container=\"llama-3-2-1b-ctr\",err_code=\"79\","
+                      "err_msg=\"GPU has fallen off the bus\",namespace=\"nim-workload\","
+                      "pod=\"llama-3-2-1b-7577f87fc7-dhb97\"} 79\n"),
+            std::string::npos)
+      << text;
+  f.devices[0].history.last_xid.reset();
+  f.devices[0].owner.reset();
+  text = render(default_counters(), f);
+  EXPECT_NE(text.find("DCGM_FI_DRIVER_VERSION=\"580.105.08\",err_code=\"0\",err_msg=\"No Error\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_STREQ(xid_message(0), "No Error");
+  EXPECT_STREQ(xid_message(13), "Graphics Engine Exception");
+  EXPECT_STREQ(xid_message(48), "Double Bit ECC Error");
+  EXPECT_STREQ(xid_message(94), "Contained ECC error");
+  EXPECT_STREQ(xid_message(172), "Uncorrectable SRAM Error");
+  EXPECT_STREQ(xid_message(173), "Unknown Error");
+  EXPECT_STREQ(xid_message(-1), "Unknown Error");
+}
+
+TEST(Render, WindowedXidAndClockEventCounts) {
+  auto set = parse_counters(
+      "DCGM_EXP_XID_ERRORS_COUNT, counter, reported XIDs during last window\n"
+      "DCGM_EXP_CLOCK_EVENTS_COUNT, counter, reported clock events\n",
+      "c");
+  ASSERT_TRUE(set);
+  Frame f = one_gpu_frame();
+  f.devices[0].owner.reset();
+  DeviceSample other = f.devices[0];
+  other.id.gpu = 7;
+  other.id.uuid = "GPU-77";
+  f.devices.push_back(other);
+  f.xid_window[6] = {{79, 2}, {13, 1}};
+  f.clock_event_window[6] = {{0x1, 5}, {0x40, 2}, {0x1000, 9}};  // 0x1000: a bit dcgm-exporter does not name
+  f.xid_window_ms = 60000;
+  const auto text = render(set->counters, f);
+  const std::string id6 =
+      "{gpu=\"6\",UUID=\"GPU-d0f25a6f\",pci_bus_id=\"00000000:B9:00.0\",device=\"nvidia6\","
+      "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-a\"";
+  EXPECT_NE(text.find("# TYPE DCGM_EXP_XID_ERRORS_COUNT counter\n"
+                      "DCGM_EXP_XID_ERRORS_COUNT" +
+                      id6 +
+                      ",window_size_in_ms=\"60000\",xid=\"13\"} 1\n"
+                      "DCGM_EXP_XID_ERRORS_COUNT" +
+                      id6 +
+                      ",window_size_in_ms=\"60000\",xid=\"79\"} 2\n"
+                      "DCGM_EXP_XID_ERRORS_COUNT{gpu=\"7\""),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("UUID=\"GPU-77\",pci_bus_id=\"00000000:B9:00.0\",device=\"nvidia7\","
+                      "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-a\",window_size_in_ms=\"60000\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("DCGM_EXP_CLOCK_EVENTS_COUNT" + id6 +
+                      ",clock_event=\"gpu_idle\",window_size_in_ms=\"300000\"} 5\n"
+                      "DCGM_EXP_CLOCK_EVENTS_COUNT" +
+                      id6 + ",clock_event=\"hw_thermal\",window_size_in_ms=\"300000\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("} 9\n"), std::string::npos) << text;
+}
+
+TEST(Render, MigEnabledGpuIsShownThroughItsInstances) {
+  Frame f = one_gpu_frame();
+  f.devices[0].owner.reset();
+  f.devices[0].mig_parent = true;
+  f.devices[0].telemetry.gpu_temp_c = 41;
+  DeviceSample m = f.devices[0];
+  m.mig_parent = false;
+  m.id.gi_profile = "1g.10gb";
+  m.id.gi_id = 9;
+  m.telemetry.gpu_instance_id = 9;
+  m.owner = PodRef{"team-d", "infer-d", "model"};
+  f.devices.push_back(m);
+  const auto text = render(default_counters(), f);
+  EXPECT_NE(text.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"6\",UUID=\"GPU-d0f25a6f\",pci_bus_id=\"00000000:B9:00.0\","
+                      "device=\"nvidia6\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"9\","
+                      "Hostname=\"node-a\",DCGM_FI_DRIVER_VERSION=\"580.105.08\",container=\"model\","
+                      "namespace=\"team-d\",pod=\"infer-d\"} 41\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"6\",UUID=\"GPU-d0f25a6f\",pci_bus_id=\"00000000:B9:00.0\","
+                      "device=\"nvidia6\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname="),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("kgpu_gpu_up{gpu=\"6\""), std::string::npos);  // kgpu's own families keep the GPU
+  f.mig_parent_series = true;
+  EXPECT_NE(render(default_counters(), f)
+                .find("DCGM_FI_DEV_GPU_TEMP{gpu=\"6\",UUID=\"GPU-d0f25a6f\",pci_bus_id=\"00000000:B9:00.0\","
+                      "device=\"nvidia6\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname="),
+            std::string::npos);
+}
+
+TEST(Render, PodUidPodLabelsAndOldNamespace) {
+  Frame f = one_gpu_frame();
+  const PodRef& p = *f.devices[0].owner;
+  f.pod_meta[{p.ns, p.pod}] = PodMeta{"0f0e-uid", {{"app", "llama"}, {"Zone", "a"}, {"pod", "clash"}}};
+  auto set = parse_counters("DCGM_FI_DEV_POWER_USAGE, gauge, p\nDCGM_FI_DRIVER_VERSION, label, d\n", "c");
+  ASSERT_TRUE(set);
+  auto text = render(set->counters, f);
+  EXPECT_NE(text.find("Hostname=\"node-a\",DCGM_FI_DRIVER_VERSION=\"580.105.08\",Zone=\"a\",app=\"llama\","
+                      "container=\"llama-3-2-1b-ctr\",namespace=\"nim-workload\","
+                      "pod=\"llama-3-2-1b-7577f87fc7-dhb97\",pod_uid=\"0f0e-uid\"} 112.670000\n"),
+            std::string::npos)
+      << text;
+  // Under the 1.x names a pod label "pod" no longer clashes with an attribute: it stays.
+  f.style.old_namespace = true;
+  f.style.hostname = false;
+  text = render(set->counters, f);
+  EXPECT_NE(text.find("DCGM_FI_DEV_POWER_USAGE{gpu=\"6\",uuid=\"GPU-d0f25a6f\",pci_bus_id=\"00000000:B9:00.0\","
+                      "device=\"nvidia6\",modelName=\"NVIDIA H100 80GB HBM3\",DCGM_FI_DRIVER_VERSION=\"580.105.08\","
+                      "Zone=\"a\",app=\"llama\",pod=\"clash\",container_name=\"llama-3-2-1b-ctr\",pod_name=\"llama-3-2-"
+                      "1b-7577f87fc7-"
+                      "dhb97\",pod_namespace=\"nim-workload\",pod_uid=\"0f0e-uid\"} 112.670000\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(sanitize_label_name("app.kubernetes.io/name"), "app_kubernetes_io_name");
+  EXPECT_EQ(sanitize_label_name("1st"), "_1st");
+  // A pod label named like an identity label would print that name twice: it is dropped.
+  f.style = {};
+  f.pod_meta[{p.ns, p.pod}].labels = {{"gpu", "x"}, {"Hostname", "y"}, {"app", "llama"}};
+  text = render(set->counters, f);
+  EXPECT_NE(text.find("DCGM_FI_DRIVER_VERSION=\"580.105.08\",app=\"llama\",container="), std::string::npos) << text;
+  EXPECT_EQ(text.find("gpu=\"x\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("Hostname=\"y\""), std::string::npos) << text;
 }
 
 TEST(Render, HelpTextIsEscaped) {

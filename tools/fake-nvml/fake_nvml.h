@@ -45,6 +45,7 @@ struct EventSetImpl {
 
 struct GpmSampleImpl {
   int gpu = -1;
+  long long gi = -1;  // GPU instance (nvmlGpmMigSampleGet), -1 for the whole GPU
   double t = 0;
 };
 

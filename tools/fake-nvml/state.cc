@@ -183,10 +183,11 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
   std::vector<std::pair<const gpu::mig::Shape*, std::optional<unsigned>>> requests;
   std::vector<const MigProfileSpec*> profiles;
   std::vector<std::optional<unsigned>> gi_ids;
+  std::vector<Telemetry> telemetries;
   for (size_t i = 0; i < inst.size(); ++i) {
     const auto p = fmt::format("{}.instances[{}]", path, i);
     const auto& e = inst[i];
-    c.keys(e, p, {"profile", "start", "gpuInstanceId"});
+    c.keys(e, p, {"profile", "start", "gpuInstanceId", "telemetry"});
     if (!e["profile"]) c.error(e, p, "missing profile (e.g. 3g.40gb)");
     const auto name = c.get<std::string>(e["profile"], p + ".profile");
     const MigProfileSpec* found = nullptr;
@@ -216,6 +217,23 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
     requests.emplace_back(shape, start);
     gi_ids.push_back(e["gpuInstanceId"] ? std::optional(c.get<unsigned>(e["gpuInstanceId"], p + ".gpuInstanceId"))
                                         : std::nullopt);
+    Telemetry t;
+    if (const auto tel = e["telemetry"]) {
+      static const std::set<std::string> kInstanceKeys = {"grEngineActive", "tensorActive", "dramActive",
+                                                          "pcieTxMiBps", "pcieRxMiBps"};
+      if (!tel.IsMap()) c.error(tel, p + ".telemetry", "expected a mapping");
+      for (const auto& kv : tel) {
+        const auto k = kv.first.as<std::string>();
+        if (!kInstanceKeys.contains(k)) {
+          c.error(kv.first, p + ".telemetry",
+                  fmt::format("unknown instance reading '{}' (grEngineActive, tensorActive, dramActive, pcieTxMiBps, "
+                              "pcieRxMiBps)",
+                              k));
+        }
+        t.values[k] = c.wave(kv.second, p + ".telemetry." + k);
+      }
+    }
+    telemetries.push_back(std::move(t));
   }
   auto placed = gpu::mig::place(requests);
   if (!placed) c.error(inst, path + ".instances", "impossible MIG layout: " + placed.error().message);
@@ -230,6 +248,7 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
     m.shape = (*placed)[i].shape;
     m.profile = profiles[i];
     m.start = (*placed)[i].start;
+    m.telemetry = std::move(telemetries[i]);
     if (gi_ids[i]) {
       m.gpu_instance_id = *gi_ids[i];
     } else if (m.shape->compute_slices == 7) {

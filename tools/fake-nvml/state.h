@@ -49,6 +49,7 @@ struct MigInstance {
   unsigned gpu_instance_id = 0;
   unsigned compute_instance_id = 0;
   std::string uuid;
+  Telemetry telemetry;  // GPM readings of this instance (nvmlGpmMigSampleGet)
 };
 
 struct Gpu {

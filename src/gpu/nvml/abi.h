@@ -394,6 +394,7 @@ static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, m
   X(nvmlGpmSampleAlloc, (kgpu::nvml::GpmSample * sample))                                                           \
   X(nvmlGpmSampleFree, (kgpu::nvml::GpmSample sample))                                                              \
   X(nvmlGpmSampleGet, (kgpu::nvml::Device device, kgpu::nvml::GpmSample sample))                                    \
+  X(nvmlGpmMigSampleGet, (kgpu::nvml::Device device, unsigned int gpuInstanceId, kgpu::nvml::GpmSample sample))     \
   X(nvmlGpmMetricsGet, (kgpu::nvml::GpmMetricsGet * metricsGet))
 
 // Function-pointer types: kgpu::nvml::fn::nvmlInit_v2 etc.
