@@ -609,11 +609,12 @@ std::string DevicePluginManager::metrics_text() const {
   ex::sample(out, "kgpu_device_plugin_config_reloads_total", {{"result", "success"}}, ok);
   ex::sample(out, "kgpu_device_plugin_config_reloads_total", {{"result", "failure"}}, failed);
   ex::family(out, "kgpu_device_plugin_cdi_spec_last_write_successful", "gauge",
-             "0 while the CDI specs cannot be written (a device without a device node, a write error); the files in "
-             "place stay.");
+             "Whether the CDI specs were written the last time (0 while a device has no device node or the write "
+             "fails; the files in place stay).");
   ex::sample(out, "kgpu_device_plugin_cdi_spec_last_write_successful", s.cdi_error.empty() ? 1 : 0);
   ex::family(out, "kgpu_device_plugin_mig_layout_invalid", "gauge",
-             "1 while migStrategy single meets a MIG layout it cannot use (nothing advertised, labels <model>-MIG-INVALID).");
+             "Whether migStrategy single meets a MIG layout it cannot use (then nothing is advertised and the labels say "
+             "<model>-MIG-INVALID).");
   ex::sample(out, "kgpu_device_plugin_mig_layout_invalid", s.invalid_layout.empty() ? 0 : 1);
   ex::family(out, "kgpu_device_plugin_registered", "gauge", "1 when the resource is registered with the kubelet.");
   for (const auto& r : s.resources) {

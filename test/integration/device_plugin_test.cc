@@ -109,13 +109,13 @@ TEST(DevicePlugin, CdiSpecKeepsTheLastGoodOneWhenADeviceNodeIsMissing) {
   const auto path = agent.dir().path() / "cdi" / "k8s.device-plugin.nvidia.com-gpu.json";
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(path); })) << agent.log();
   const std::string good = slurp(path);
-  EXPECT_THAT(agent.metrics(), HasSubstr("kgpu_device_plugin_cdi_spec_last_write_successful 1"));
+  EXPECT_THAT(agent.metrics(), HasSubstr("\nkgpu_device_plugin_cdi_spec_last_write_successful 1\n"));
 
   // The node of GPU 2 goes away, then a config change makes the agent write the spec again.
   std::filesystem::remove(dev.path() / "dev" / "nvidia2");
   std::ofstream(agent.config_path()) << "flags:\n  plugin:\n    deviceListStrategy: [cdi-cri, cdi-annotations]\n";
   ASSERT_TRUE(eventually([&] {
-    return agent.metrics().find("kgpu_device_plugin_cdi_spec_last_write_successful 0") != std::string::npos;
+    return agent.metrics().find("\nkgpu_device_plugin_cdi_spec_last_write_successful 0\n") != std::string::npos;
   })) << agent.log();
   EXPECT_EQ(slurp(path), good) << "the last good spec must stay in place";
   EXPECT_THAT(agent.log(), HasSubstr("has no device node (" + dev.path().string() + "/dev/nvidia2)"));
@@ -125,7 +125,7 @@ TEST(DevicePlugin, CdiSpecKeepsTheLastGoodOneWhenADeviceNodeIsMissing) {
   // The node is back (the driver finished loading): written again within a health round.
   dev.write("dev/nvidia2", "");
   ASSERT_TRUE(eventually([&] {
-    return agent.metrics().find("kgpu_device_plugin_cdi_spec_last_write_successful 1") != std::string::npos;
+    return agent.metrics().find("\nkgpu_device_plugin_cdi_spec_last_write_successful 1\n") != std::string::npos;
   })) << agent.log();
   EXPECT_EQ(nlohmann::json::parse(slurp(path))["devices"].size(), 8u);
 }
@@ -587,14 +587,14 @@ TEST(DevicePlugin, MigSingleWithMixedLayoutsIsLabelledInvalid) {
   EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.count=0\n"));
   EXPECT_THAT(labels, HasSubstr("nvidia.com/mig.strategy=single\n"));
   EXPECT_THAT(agent.log(), HasSubstr("use migStrategy mixed or make the MIG layout uniform"));
-  EXPECT_THAT(agent.metrics(), HasSubstr("kgpu_device_plugin_mig_layout_invalid 1"));
+  EXPECT_THAT(agent.metrics(), HasSubstr("\nkgpu_device_plugin_mig_layout_invalid 1\n"));
   EXPECT_TRUE(agent.kubelet().registrations().empty());
 
   std::ofstream(agent.config_path()) << "flags:\n  migStrategy: mixed\n";
   auto regs = agent.registrations(4);
   EXPECT_EQ(regs.size(), 4u);
   ASSERT_TRUE(eventually([&] {
-    return agent.metrics().find("kgpu_device_plugin_mig_layout_invalid 0") != std::string::npos;
+    return agent.metrics().find("\nkgpu_device_plugin_mig_layout_invalid 0\n") != std::string::npos;
   })) << agent.log();
 }
 
