@@ -321,9 +321,17 @@ Result<std::vector<CdiSpecFile>> cdi_specs(const Plan& plan, const Config& confi
 namespace {
 
 // Where the toolkit finds driver libraries (its ldcache and default search paths), most specific first.
-constexpr const char* kLibDirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
-                                    "/lib/x86_64-linux-gnu",     "/lib/aarch64-linux-gnu",     "/lib64",
-                                    "/usr/lib",                  "/lib"};
+// Debian's packages keep the driver in nvidia/current/ (found through ld.so.conf.d).
+constexpr const char* kLibDirs[] = {"/usr/lib/x86_64-linux-gnu",
+                                    "/usr/lib/x86_64-linux-gnu/nvidia/current",
+                                    "/usr/lib/aarch64-linux-gnu",
+                                    "/usr/lib/aarch64-linux-gnu/nvidia/current",
+                                    "/usr/lib64",
+                                    "/lib/x86_64-linux-gnu",
+                                    "/lib/aarch64-linux-gnu",
+                                    "/lib64",
+                                    "/usr/lib",
+                                    "/lib"};
 constexpr const char* kBinDirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/bin", "/sbin"};
 constexpr const char* kBins[] = {"nvidia-smi",          "nvidia-debugdump",       "nvidia-persistenced",
                                  "nvidia-cuda-mps-control", "nvidia-cuda-mps-server", "nvidia-imex",

@@ -204,6 +204,25 @@ TEST(DriverFiles, FirmwareSocketsAndToolsOfAnUbuntuLayout) {
   EXPECT_TRUE(none.version.empty());
 }
 
+// Debian's nvidia-driver packages: the libraries in nvidia/current/, the soname links there too.
+TEST(DriverFiles, DebianLayout) {
+  TempTree t;
+  const std::string r = t.path(), cur = "/usr/lib/x86_64-linux-gnu/nvidia/current";
+  fs::create_directories(r + cur);
+  for (const char* f : {"libcuda.so.535.216.03", "libnvidia-encode.so.535.216.03", "libnvcuvid.so.535.216.03"}) {
+    std::ofstream(r + cur + "/" + f) << "x";
+  }
+  fs::create_symlink("libcuda.so.535.216.03", r + cur + "/libcuda.so.1");
+  fs::create_symlink("nvidia/current/libcuda.so.1", r + "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+  const DriverFiles f = discover_driver_files(r, "", real_list());
+  EXPECT_EQ(f.version, "535.216.03");
+  EXPECT_THAT(container_paths(f.mounts), UnorderedElementsAreArray(std::vector<std::string>{
+                                             cur + "/libcuda.so.535.216.03", cur + "/libnvidia-encode.so.535.216.03",
+                                             cur + "/libnvcuvid.so.535.216.03"}));
+  EXPECT_THAT(f.library_dirs, ElementsAre(cur));
+  EXPECT_EQ(f.libcuda_dir, cur);
+}
+
 gpu::Inventory two_gpus() {
   gpu::Inventory inv;
   inv.driver_version = kVersion;
