@@ -48,7 +48,7 @@ constexpr const char* kExtraClasses[] = {"gds", "mofed", "gdrcopy", sharing::kIm
 
 }  // namespace
 
-sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c, const std::string& driver_version) const {
+sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c, const gpu::Inventory& inv) const {
   sharing::HostFacts h;
   // Host paths as this process sees them: under containerDriverRoot when the driver root is
   // mounted there (in the DaemonSet), else unchanged (the agent runs on the host).
@@ -64,8 +64,15 @@ sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c, con
   h.exists = [view](const std::string& p) { return ::access(view(p).c_str(), F_OK) == 0; };
   h.mig_caps = sharing::parse_mig_minors(read_file(opt_.proc_root + "/driver/nvidia-caps/mig-minors").value_or(""));
   const sharing::ListDir list = [view](const std::string& dir) { return list_driver_dir(view(dir)); };
-  h.driver = sharing::discover_driver_files(root, driver_version, list);
+  h.driver = sharing::discover_driver_files(root, inv.driver_version, list);
   h.extra = sharing::discover_extra_devices(c, root, list);
+  for (const auto& g : inv.gpus) {
+    // sysfs is the container's own (the host's, as containers see it); not under the driver root.
+    auto drm = sharing::discover_drm_nodes(c, g.pci.bus_id, opt_.pci_devices_dir, [&](const std::string& dir) {
+      return dir.starts_with(opt_.pci_devices_dir) ? list_driver_dir(dir) : list(dir);
+    });
+    if (!drm.empty()) h.drm_nodes[g.index] = std::move(drm);
+  }
   h.containerd_config = read_file(view("/etc/containerd/config.toml")).value_or("");
   // NVIDIA's hook tool, newest form first (nvidia-cdi-hook, then nvidia-ctk's `hook` command).
   for (const char* tool : {"/usr/bin/nvidia-cdi-hook", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", "/usr/bin/nvidia-ctk",

@@ -186,13 +186,13 @@ void DevicePluginManager::check_health() {
   // the libraries. Rewrite the CDI spec when they do.
   {
     sharing::Config config;
-    std::string version;
+    gpu::Inventory inv;
     {
       std::lock_guard lock(mu_);
       config = config_;
-      version = inventory_.driver_version;
+      inv = inventory_;
     }
-    sharing::HostFacts facts = host_facts(config, version);
+    sharing::HostFacts facts = host_facts(config, inv);
     bool differ = false, failing = false;
     {
       std::lock_guard lock(mu_);

@@ -271,7 +271,7 @@ Result<void> DevicePluginManager::load_and_apply(bool initial) {
   }
   if (!plan) return std::unexpected(plan.error());
   if (!config.imex_channel_ids.empty()) {
-    if (auto ok = check_imex(config, host_facts(config, merged.driver_version)); !ok) return ok;
+    if (auto ok = check_imex(config, host_facts(config, merged)); !ok) return ok;
   }
   for (const auto& w : config.warnings) log::warn("config: " + w, {log::kv("config", config.source)});
   for (const auto& w : plan->warnings) log::warn("plan: " + w);
@@ -317,7 +317,7 @@ std::vector<kubelet::DeviceState> DevicePluginManager::device_states(const shari
 }
 
 void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config, gpu::Inventory inventory) {
-  sharing::HostFacts facts = host_facts(config, inventory.driver_version);
+  sharing::HostFacts facts = host_facts(config, inventory);
   sharing::Plan old;
   std::map<std::string, std::vector<kubelet::DeviceState>> states;
   {

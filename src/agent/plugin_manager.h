@@ -196,7 +196,9 @@ class DevicePluginManager {
   void refresh_allocations();  // PodResources, reconcile, checkpoint, node report
   void request_report();
   std::string checkpoint_path() const;
-  sharing::HostFacts host_facts(const sharing::Config& c, const std::string& driver_version) const;
+  // The node's facts for the CDI spec and Allocate; `inv` gives the driver version and the GPUs'
+  // PCI bus ids (DRM nodes).
+  sharing::HostFacts host_facts(const sharing::Config& c, const gpu::Inventory& inv) const;
   // imex.required with a configured channel missing: the error; else logs missing channels.
   Result<void> check_imex(const sharing::Config& c, const sharing::HostFacts& facts) const;
 

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -252,6 +253,11 @@ Result<std::vector<CdiSpecFile>> cdi_specs(const Plan& plan, const Config& confi
                     "CDI spec not written: device {} (index {}) has no device node ({}); CDI runtimes reject a spec "
                     "with a device without edits, which would fail every GPU container on this node",
                     d.uuid, d.index, node);
+      }
+      if (!d.mig_gi) {
+        if (auto it = host.drm_nodes.find(d.gpu_index); it != host.drm_nodes.end()) {
+          for (const auto& n : it->second) nodes.push_back(node_json(n));
+        }
       }
       for (const auto& name : {d.uuid, d.index}) devices.push_back({{"name", name}, {"containerEdits", {{"deviceNodes", nodes}}}});
     }
@@ -510,6 +516,24 @@ DriverFiles discover_driver_files(const std::string& driver_root, const std::str
     ipc_seen.insert(key);
     // The sockets are mounted writable (clients connect); the MPS directory too.
     out.mounts.push_back({path, host_path(driver_root, path), false});
+  }
+  return out;
+}
+
+std::vector<DeviceNodeEdit> discover_drm_nodes(const Config& config, const std::string& bus_id,
+                                               const std::string& pci_devices_dir, const ListDir& list) {
+  std::vector<DeviceNodeEdit> out;
+  // NVML's 8-digit domain -> sysfs's 4 ("00000000:18:00.0" -> "0000:18:00.0"), lower case.
+  const auto colon = bus_id.find(':');
+  if (colon == std::string::npos || colon < 4 || bus_id.find('/') != std::string::npos) return out;
+  std::string sysfs = bus_id.substr(colon - 4);
+  std::transform(sysfs.begin(), sysfs.end(), sysfs.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto& dri = list(host_path(config.dev_root(), "/dev/dri"));
+  for (const auto& e : list(fmt::format("{}/{}/drm", pci_devices_dir, sysfs))) {
+    if (!e.name.starts_with("card") && !e.name.starts_with("renderD")) continue;
+    if (std::none_of(dri.begin(), dri.end(), [&](const DirEntry& x) { return x.name == e.name; })) continue;
+    const std::string path = "/dev/dri/" + e.name;
+    out.push_back({path, host_path(config.dev_root(), path), "rw"});
   }
   return out;
 }

@@ -89,6 +89,12 @@ struct ExtraDevices {
 };
 ExtraDevices discover_extra_devices(const Config& config, const std::string& driver_root, const ListDir& list);
 
+// A GPU's DRM device nodes (/dev/dri/card<N>, /dev/dri/renderD<N>), as the toolkit finds them:
+// the entries of `<pci_devices_dir>/<bus id>/drm` that exist under the dev root's /dev/dri.
+// `bus_id` is NVML's ("00000000:18:00.0"); empty when the GPU has no DRM device (no nvidia-drm).
+std::vector<DeviceNodeEdit> discover_drm_nodes(const Config& config, const std::string& bus_id,
+                                               const std::string& pci_devices_dir, const ListDir& list);
+
 // What allocate() needs to know about the host. `exists` answers whether a host path exists (a
 // seam for tests); `mig_caps` maps "gpu<i>/gi<g>/access" and "gpu<i>/gi<g>/ci<c>/access" to the
 // nvidia-caps minor numbers (read_mig_minors()).
@@ -102,10 +108,13 @@ struct HostFacts {
   // and runs the CUDA-compat and ldcache hooks; without it the links are mounted instead.
   std::string hook_tool;
   ExtraDevices extra;
+  // GPU index -> its DRM device nodes (discover_drm_nodes()), added to the GPU's CDI device.
+  std::map<unsigned, std::vector<DeviceNodeEdit>> drm_nodes;
   // The host's /etc/containerd/config.toml ("" when not readable), for cdi_runtime_warning().
   std::string containerd_config;
   bool operator==(const HostFacts& o) const {
-    return mig_caps == o.mig_caps && driver == o.driver && hook_tool == o.hook_tool && extra == o.extra;
+    return mig_caps == o.mig_caps && driver == o.driver && hook_tool == o.hook_tool && extra == o.extra &&
+           drm_nodes == o.drm_nodes;
   }
 };
 
@@ -144,8 +153,8 @@ struct CdiSpecFile {
 };
 
 // The CDI specs (JSON, cdiVersion 0.5.0): `<vendor>-gpu.json` with every physical device of the
-// plan, named by UUID and by index as allocate() refers to them (device nodes and MIG capability
-// nodes), and common edits (control nodes, driver files, hooks); `<vendor>-gds.json`,
+// plan, named by UUID and by index as allocate() refers to them (device nodes, a whole GPU's DRM
+// nodes, MIG capability nodes), and common edits (control nodes, driver files, hooks); `<vendor>-gds.json`,
 // `-mofed.json`, `-gdrcopy.json` (one device, `all`) when enabled and their nodes exist; and
 // `<vendor>-imex-channel.json` with the configured channels that exist.
 // Error (kNotFound), nothing to write: a device without a device node (its node is

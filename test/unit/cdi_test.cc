@@ -346,6 +346,45 @@ TEST(CdiSpec, ADeviceWithoutADeviceNodeIsRefused) {
   EXPECT_THAT(out, HasSubstr("devices/2/containerEdits"));
 }
 
+// A whole GPU's DRM nodes (graphics: X, Vulkan display) join its CDI device, as the toolkit's.
+TEST(CdiSpec, DrmNodesOfWholeGpus) {
+  Overrides o;
+  o.nvidia_driver_root = "/host";
+  const Config c = config("", o);
+  const ListDir list = [](const std::string& dir) {
+    if (dir == "/sys/bus/pci/devices/0000:18:00.0/drm") return std::vector<DirEntry>{{"card1", ""}, {"renderD128", ""}};
+    if (dir == "/sys/bus/pci/devices/0000:2a:00.0/drm") return std::vector<DirEntry>{{"card2", ""}, {"controlD65", ""}};
+    if (dir == "/host/dev/dri") return std::vector<DirEntry>{{"by-path", ""}, {"card1", ""}, {"renderD128", ""}, {"card2", ""}};
+    return std::vector<DirEntry>{};
+  };
+  const auto n = discover_drm_nodes(c, "00000000:18:00.0", "/sys/bus/pci/devices", list);
+  ASSERT_EQ(n.size(), 2u);
+  EXPECT_EQ(n[0].container_path, "/dev/dri/card1");
+  EXPECT_EQ(n[0].host_path, "/host/dev/dri/card1");
+  EXPECT_EQ(n[1].container_path, "/dev/dri/renderD128");
+  // Upper-case hex from NVML, a controlD node (not a device a container gets), no DRM at all.
+  EXPECT_EQ(discover_drm_nodes(c, "00000000:2A:00.0", "/sys/bus/pci/devices", list).size(), 1u);
+  EXPECT_TRUE(discover_drm_nodes(c, "00000000:3b:00.0", "/sys/bus/pci/devices", list).empty());
+  EXPECT_TRUE(discover_drm_nodes(c, "garbage", "/sys/bus/pci/devices", list).empty());
+
+  auto plan = make_plan(two_gpus(), c);
+  ASSERT_TRUE(plan);
+  HostFacts h = host_with({"/host/dev/nvidia0", "/host/dev/nvidia1", "/host/dev/nvidiactl"});
+  h.drm_nodes[1] = n;
+  auto specs = cdi_specs(*plan, c, h);
+  ASSERT_TRUE(specs);
+  const auto spec = nlohmann::json::parse(specs->at(0).text);
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"].size(), 1u);
+  EXPECT_EQ(spec["devices"][2]["containerEdits"]["deviceNodes"].size(), 3u);
+  EXPECT_EQ(spec["devices"][2]["containerEdits"]["deviceNodes"][2]["path"], "/dev/dri/renderD128");
+  auto [rc, out] = validate(specs->at(0).text);
+  EXPECT_EQ(rc, 0) << out;
+  // DRM nodes alone do not make a GPU whose /dev/nvidia<minor> is missing usable.
+  HostFacts no_node = host_with({"/host/dev/nvidia0", "/host/dev/nvidiactl"});
+  no_node.drm_nodes[1] = n;
+  EXPECT_FALSE(cdi_specs(*plan, c, no_node));
+}
+
 TEST(CdiSpec, NoDevicesGivesNoGpuSpec) {
   gpu::Inventory none;
   const Config c = config("");
