@@ -439,10 +439,13 @@ DriverFiles discover_driver_files(const std::string& driver_root, const std::str
       // The host's links that lead to this file (soname, `.so`, chains of them), each with its
       // own target so chains resolve in the container too; then the toolkit's fixed ones.
       std::vector<std::pair<std::string, std::string>> file_links;  // target, link name
+      std::set<std::string> host_links;  // of file_links, those the host has leading here
       for (const auto& [name, target] : links) {
         std::string at = target;
         for (int hop = 0; hop < 8 && links.contains(at); ++hop) at = links.at(at);
-        if (at == e.name) file_links.push_back({target, name});
+        if (at != e.name) continue;
+        file_links.push_back({target, name});
+        host_links.insert(name);
       }
       if (driver_lib && e.name.starts_with("libcuda.so.")) file_links.push_back({"libcuda.so.1", "libcuda.so"});
       if (driver_lib && e.name.starts_with("libGLX_nvidia.so.")) file_links.push_back({e.name, "libGLX_indirect.so.0"});
@@ -453,8 +456,9 @@ DriverFiles discover_driver_files(const std::string& driver_root, const std::str
         const std::string link = d.path + "/" + name;
         if (!seen_links.insert(link).second) continue;
         out.links.push_back({target, link});
-        // Without a hook tool the host's own link is mounted (the runtime follows it) where it exists.
-        if (links.contains(name)) out.link_mounts.push_back({link, host_path(driver_root, link), true});
+        // Without a hook tool the host's own link is mounted (the runtime follows it), when it
+        // leads here: a host libGLX_indirect.so.0 that points to Mesa must not be mounted.
+        if (host_links.contains(name)) out.link_mounts.push_back({link, host_path(driver_root, link), true});
       }
     }
     if (any) out.library_dirs.push_back(d.path);

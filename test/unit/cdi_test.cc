@@ -197,6 +197,15 @@ TEST(DriverFiles, FirmwareSocketsAndToolsOfAnUbuntuLayout) {
   EXPECT_THAT(links, ElementsAre("/usr/lib/x86_64-linux-gnu/libcuda.so.1 -> libcuda.so.550.54.15",
                                  "/usr/lib/x86_64-linux-gnu/libcuda.so -> libcuda.so.1"));
   EXPECT_EQ(f.link_mounts.size(), 1u);
+  // A host libGLX_indirect.so.0 of Mesa is recreated for NVIDIA's GLX by the hook, never mounted.
+  std::ofstream(r + "/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.550.54.15") << "x";
+  std::ofstream(r + "/usr/lib/x86_64-linux-gnu/libGLX_mesa.so.0.0.0") << "x";
+  fs::create_symlink("libGLX_mesa.so.0.0.0", r + "/usr/lib/x86_64-linux-gnu/libGLX_indirect.so.0");
+  const DriverFiles glx = discover_driver_files(r, "", real_list());
+  std::vector<std::string> glx_links;
+  for (const auto& [target, link] : glx.links) glx_links.push_back(link + " -> " + target);
+  EXPECT_THAT(glx_links, ::testing::Contains("/usr/lib/x86_64-linux-gnu/libGLX_indirect.so.0 -> libGLX_nvidia.so.550.54.15"));
+  EXPECT_THAT(container_paths(glx.link_mounts), ElementsAre("/usr/lib/x86_64-linux-gnu/libcuda.so.1"));
   // No driver at all: nothing, no version.
   TempTree empty;
   const DriverFiles none = discover_driver_files(empty.path(), "", real_list());
