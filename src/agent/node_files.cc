@@ -71,7 +71,10 @@ sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c, con
     auto drm = sharing::discover_drm_nodes(c, g.pci.bus_id, opt_.pci_devices_dir, [&](const std::string& dir) {
       return dir.starts_with(opt_.pci_devices_dir) ? list_driver_dir(dir) : list(dir);
     });
-    if (!drm.empty()) h.drm_nodes[g.index] = std::move(drm);
+    if (drm.empty()) continue;
+    auto links = sharing::discover_drm_links(c, g.pci.bus_id, drm, list);
+    if (!links.empty()) h.drm_links[g.index] = std::move(links);
+    h.drm_nodes[g.index] = std::move(drm);
   }
   h.containerd_config = read_file(view("/etc/containerd/config.toml")).value_or("");
   // NVIDIA's hook tool, newest form first (nvidia-cdi-hook, then nvidia-ctk's `hook` command).

@@ -254,12 +254,22 @@ Result<std::vector<CdiSpecFile>> cdi_specs(const Plan& plan, const Config& confi
                     "with a device without edits, which would fail every GPU container on this node",
                     d.uuid, d.index, node);
       }
+      json device_edits = json::object();
       if (!d.mig_gi) {
         if (auto it = host.drm_nodes.find(d.gpu_index); it != host.drm_nodes.end()) {
           for (const auto& n : it->second) nodes.push_back(node_json(n));
         }
+        if (auto it = host.drm_links.find(d.gpu_index); it != host.drm_links.end() && !host.hook_tool.empty()) {
+          std::vector<std::string> args;
+          for (const auto& [target, link] : it->second) {
+            args.push_back("--link");
+            args.push_back(target + "::" + link);
+          }
+          device_edits["hooks"] = json::array({hook_json(host.hook_tool, "create-symlinks", args)});
+        }
       }
-      for (const auto& name : {d.uuid, d.index}) devices.push_back({{"name", name}, {"containerEdits", {{"deviceNodes", nodes}}}});
+      device_edits["deviceNodes"] = nodes;
+      for (const auto& name : {d.uuid, d.index}) devices.push_back({{"name", name}, {"containerEdits", device_edits}});
     }
   }
   std::vector<CdiSpecFile> out;
@@ -538,6 +548,29 @@ std::vector<DeviceNodeEdit> discover_drm_nodes(const Config& config, const std::
     if (std::none_of(dri.begin(), dri.end(), [&](const DirEntry& x) { return x.name == e.name; })) continue;
     const std::string path = "/dev/dri/" + e.name;
     out.push_back({path, host_path(config.dev_root(), path), "rw"});
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> discover_drm_links(const Config& config, const std::string& bus_id,
+                                                                    const std::vector<DeviceNodeEdit>& nodes,
+                                                                    const ListDir& list) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const auto colon = bus_id.find(':');
+  if (nodes.empty() || colon == std::string::npos || colon < 4) return out;
+  std::string pci = bus_id.substr(colon - 4);
+  std::transform(pci.begin(), pci.end(), pci.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto& entries = list(host_path(config.dev_root(), "/dev/dri/by-path"));
+  for (const char* kind : {"card", "render"}) {
+    const std::string name = fmt::format("pci-{}-{}", pci, kind);
+    for (const auto& e : entries) {
+      if (e.name != name || e.link.empty()) continue;
+      // "../card1" or "/dev/dri/card1": the node it names must be one the device gets.
+      const std::string node = "/dev/dri/" + e.link.substr(e.link.rfind('/') + 1);
+      if (std::any_of(nodes.begin(), nodes.end(), [&](const DeviceNodeEdit& n) { return n.container_path == node; })) {
+        out.push_back({e.link, "/dev/dri/by-path/" + name});
+      }
+    }
   }
   return out;
 }

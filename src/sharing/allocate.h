@@ -95,6 +95,12 @@ ExtraDevices discover_extra_devices(const Config& config, const std::string& dri
 std::vector<DeviceNodeEdit> discover_drm_nodes(const Config& config, const std::string& bus_id,
                                                const std::string& pci_devices_dir, const ListDir& list);
 
+// The host's /dev/dri/by-path links of a GPU (`pci-<bus>-card`, `pci-<bus>-render`) that lead to one
+// of `nodes`: {target as the link holds it, link path}, for the toolkit's create-symlinks hook.
+std::vector<std::pair<std::string, std::string>> discover_drm_links(const Config& config, const std::string& bus_id,
+                                                                    const std::vector<DeviceNodeEdit>& nodes,
+                                                                    const ListDir& list);
+
 // What allocate() needs to know about the host. `exists` answers whether a host path exists (a
 // seam for tests); `mig_caps` maps "gpu<i>/gi<g>/access" and "gpu<i>/gi<g>/ci<c>/access" to the
 // nvidia-caps minor numbers (read_mig_minors()).
@@ -110,11 +116,13 @@ struct HostFacts {
   ExtraDevices extra;
   // GPU index -> its DRM device nodes (discover_drm_nodes()), added to the GPU's CDI device.
   std::map<unsigned, std::vector<DeviceNodeEdit>> drm_nodes;
+  // GPU index -> its /dev/dri/by-path links (discover_drm_links()), created by the hook tool.
+  std::map<unsigned, std::vector<std::pair<std::string, std::string>>> drm_links;
   // The host's /etc/containerd/config.toml ("" when not readable), for cdi_runtime_warning().
   std::string containerd_config;
   bool operator==(const HostFacts& o) const {
     return mig_caps == o.mig_caps && driver == o.driver && hook_tool == o.hook_tool && extra == o.extra &&
-           drm_nodes == o.drm_nodes;
+           drm_nodes == o.drm_nodes && drm_links == o.drm_links;
   }
 };
 

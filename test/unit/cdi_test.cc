@@ -364,6 +364,12 @@ TEST(CdiSpec, DrmNodesOfWholeGpus) {
     if (dir == "/sys/bus/pci/devices/0000:18:00.0/drm") return std::vector<DirEntry>{{"card1", ""}, {"renderD128", ""}};
     if (dir == "/sys/bus/pci/devices/0000:2a:00.0/drm") return std::vector<DirEntry>{{"card2", ""}, {"controlD65", ""}};
     if (dir == "/host/dev/dri") return std::vector<DirEntry>{{"by-path", ""}, {"card1", ""}, {"renderD128", ""}, {"card2", ""}};
+    if (dir == "/host/dev/dri/by-path") {
+      return std::vector<DirEntry>{{"pci-0000:18:00.0-card", "../card1"},
+                                   {"pci-0000:18:00.0-render", "../renderD128"},
+                                   {"pci-0000:2a:00.0-card", "../card2"},
+                                   {"platform-simple-framebuffer.0-card", "../card0"}};
+    }
     return std::vector<DirEntry>{};
   };
   const auto n = discover_drm_nodes(c, "00000000:18:00.0", "/sys/bus/pci/devices", list);
@@ -376,16 +382,29 @@ TEST(CdiSpec, DrmNodesOfWholeGpus) {
   EXPECT_TRUE(discover_drm_nodes(c, "00000000:3b:00.0", "/sys/bus/pci/devices", list).empty());
   EXPECT_TRUE(discover_drm_nodes(c, "garbage", "/sys/bus/pci/devices", list).empty());
 
+  const auto links = discover_drm_links(c, "00000000:18:00.0", n, list);
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[0], (std::pair<std::string, std::string>{"../card1", "/dev/dri/by-path/pci-0000:18:00.0-card"}));
+  EXPECT_EQ(links[1].second, "/dev/dri/by-path/pci-0000:18:00.0-render");
+  // A link to a node the device does not get is left out.
+  EXPECT_TRUE(discover_drm_links(c, "00000000:18:00.0", {n[1]}, list).size() == 1);
+
   auto plan = make_plan(two_gpus(), c);
   ASSERT_TRUE(plan);
   HostFacts h = host_with({"/host/dev/nvidia0", "/host/dev/nvidia1", "/host/dev/nvidiactl"});
   h.drm_nodes[1] = n;
+  h.drm_links[1] = links;
+  h.hook_tool = "/usr/bin/nvidia-cdi-hook";
   auto specs = cdi_specs(*plan, c, h);
   ASSERT_TRUE(specs);
   const auto spec = nlohmann::json::parse(specs->at(0).text);
   EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"].size(), 1u);
+  EXPECT_FALSE(spec["devices"][0]["containerEdits"].contains("hooks"));
   EXPECT_EQ(spec["devices"][2]["containerEdits"]["deviceNodes"].size(), 3u);
   EXPECT_EQ(spec["devices"][2]["containerEdits"]["deviceNodes"][2]["path"], "/dev/dri/renderD128");
+  EXPECT_THAT(spec["devices"][2]["containerEdits"]["hooks"][0]["args"],
+              ElementsAre("nvidia-cdi-hook", "create-symlinks", "--link", "../card1::/dev/dri/by-path/pci-0000:18:00.0-card",
+                          "--link", "../renderD128::/dev/dri/by-path/pci-0000:18:00.0-render"));
   auto [rc, out] = validate(specs->at(0).text);
   EXPECT_EQ(rc, 0) << out;
   // DRM nodes alone do not make a GPU whose /dev/nvidia<minor> is missing usable.
