@@ -16,13 +16,16 @@ export KGPU_FAKE_NVML_CONFIG="$node"
 "$build/kgpu" inventory --nvml-library "$lib"
 echo
 state=$(mktemp -d /tmp/kgpu-demo.XXXXXX)
-mkdir -p "$state/device-plugins" "$state/features.d"
+mkdir -p "$state/device-plugins" "$state/features.d" "$state/dev"
+# Stand-ins for the GPUs' device nodes: the CDI spec is written only for devices whose node exists.
+for i in $(seq 0 15); do : > "$state/dev/nvidia$i"; done
+: > "$state/dev/nvidiactl"
 printf '%s\n' 'version: v1' 'sharing:' '  timeSlicing:' '    failRequestsGreaterThanOne: true' '    resources:' \
   '    - name: nvidia.com/gpu' '      rename: nvidia.com/gpu.shared' '      replicas: 4' '      devices: [0, 1]' \
   > "$state/config.yaml"
 NODE_NAME=${NODE_NAME:-demo-node} "$build/kgpu" agent --nvml-library "$lib" -a "127.0.0.1:$port" -c 1000 \
   --pod-resources-socket "" --device-plugin-dir "$state/device-plugins" --cdi-root "$state/cdi" \
-  --output-file "$state/features.d/gfd" --config-file "$state/config.yaml" &
+  --dev-root "$state" --output-file "$state/features.d/gfd" --config-file "$state/config.yaml" &
 agent=$!
 trap 'kill $agent 2>/dev/null || true; wait $agent 2>/dev/null || true; rm -rf "$state"' EXIT
 for _ in $(seq 50); do
@@ -77,7 +80,7 @@ kill $agent 2>/dev/null || true
 wait $agent 2>/dev/null || true
 NODE_NAME=${NODE_NAME:-demo-node} "$build/kgpu" agent --nvml-library "$lib" -a "127.0.0.1:$port" -c 1000 \
   --pod-resources-socket "" --device-plugin-dir "$state/device-plugins" --cdi-root "$state/cdi" \
-  --output-file "$state/features.d/gfd" --config-file "$state/config.yaml" \
+  --dev-root "$state" --output-file "$state/features.d/gfd" --config-file "$state/config.yaml" \
   --kubeconfig "$state/kubeconfig" --node-report-interval 500 > "$state/agent.log" 2>&1 &
 agent=$!
 "$build/kgpu" scheduler --kubeconfig "$state/kubeconfig" --address 127.0.0.1:0 --leader-elect=false \

@@ -13,7 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcpp-httplib-dev libsimdjson-dev libre2-dev libmicrohttpd-dev libssl-dev zlib1g-dev libbrotli-dev libcurl4-openssl-dev
-  prometheus python3-kubernetes python3-yaml unzip openssl
+  prometheus python3-kubernetes python3-yaml python3-jsonschema unzip openssl
   umoci skopeo ca-certificates
 )
 

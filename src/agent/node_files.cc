@@ -2,10 +2,12 @@
 // host facts it reads for them (driver files, MIG capability minors, containerd's config).
 #include <dirent.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <filesystem>
 
 #include "agent/plugin_manager.h"
@@ -16,23 +18,37 @@
 
 namespace kgpu::agent {
 
-namespace {
-
-std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> out;
+std::vector<sharing::DirEntry> list_driver_dir(const std::string& dir) {
+  std::vector<sharing::DirEntry> out;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+      if (e->d_name[0] == '.') continue;
+      sharing::DirEntry entry{e->d_name, ""};
+      // Bounded: a driver directory holds a few hundred entries; a huge one is cut, not read on.
+      if (out.size() >= 65536) break;
+      if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
+        char buf[4096];
+        const std::string path = dir + "/" + e->d_name;
+        if (const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf); n > 0 && static_cast<size_t>(n) < sizeof buf) {
+          entry.link.assign(buf, static_cast<size_t>(n));
+        }
+      }
+      out.push_back(std::move(entry));
     }
     ::closedir(d);
   }
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
   return out;
 }
 
+namespace {
+
+// The optional device classes' spec files this agent writes besides the GPU spec.
+constexpr const char* kExtraClasses[] = {"gds", "mofed", "gdrcopy", sharing::kImexChannelClass};
+
 }  // namespace
 
-sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c) const {
+sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c, const gpu::Inventory& inv) const {
   sharing::HostFacts h;
   // Host paths as this process sees them: under containerDriverRoot when the driver root is
   // mounted there (in the DaemonSet), else unchanged (the agent runs on the host).
@@ -47,11 +63,25 @@ sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c) con
   };
   h.exists = [view](const std::string& p) { return ::access(view(p).c_str(), F_OK) == 0; };
   h.mig_caps = sharing::parse_mig_minors(read_file(opt_.proc_root + "/driver/nvidia-caps/mig-minors").value_or(""));
-  h.driver_mounts = sharing::discover_driver_files(root, [view](const std::string& dir) { return list_dir(view(dir)); });
+  const sharing::ListDir list = [view](const std::string& dir) { return list_driver_dir(view(dir)); };
+  h.driver = sharing::discover_driver_files(root, inv.driver_version, list);
+  h.extra = sharing::discover_extra_devices(c, root, list);
+  for (const auto& g : inv.gpus) {
+    // sysfs is the container's own (the host's, as containers see it); not under the driver root.
+    auto drm = sharing::discover_drm_nodes(c, g.pci.bus_id, opt_.pci_devices_dir, [&](const std::string& dir) {
+      return dir.starts_with(opt_.pci_devices_dir) ? list_driver_dir(dir) : list(dir);
+    });
+    if (drm.empty()) continue;
+    auto links = sharing::discover_drm_links(c, g.pci.bus_id, drm, list);
+    if (!links.empty()) h.drm_links[g.index] = std::move(links);
+    h.drm_nodes[g.index] = std::move(drm);
+  }
   h.containerd_config = read_file(view("/etc/containerd/config.toml")).value_or("");
-  for (const char* ctk : {"/usr/bin/nvidia-ctk", "/usr/local/nvidia/toolkit/nvidia-ctk"}) {
-    if (h.exists(ctk)) {
-      h.ldcache_hook = ctk;
+  // NVIDIA's hook tool, newest form first (nvidia-cdi-hook, then nvidia-ctk's `hook` command).
+  for (const char* tool : {"/usr/bin/nvidia-cdi-hook", "/usr/local/nvidia/toolkit/nvidia-cdi-hook", "/usr/bin/nvidia-ctk",
+                           "/usr/local/nvidia/toolkit/nvidia-ctk"}) {
+    if (h.exists(tool)) {
+      h.hook_tool = tool;
       break;
     }
   }
@@ -64,17 +94,66 @@ bool DevicePluginManager::facts_nodes_differ(const sharing::HostFacts& facts) co
 
 void DevicePluginManager::write_cdi_spec() {
   if (opt_.cdi_root.empty()) return;
-  std::string text;
+  Result<std::vector<sharing::CdiSpecFile>> specs;
   {
     std::lock_guard lock(mu_);
     using sharing::ListStrategy;
     if (!config_.has_list_strategy(ListStrategy::kCdiCri) && !config_.has_list_strategy(ListStrategy::kCdiAnnotations)) {
       return;
     }
-    text = sharing::cdi_spec(plan_, config_, host_);
+    specs = sharing::cdi_specs(plan_, config_, host_);
   }
-  const std::string path = fmt::format("{}/{}-{}.json", opt_.cdi_root, sharing::kCdiVendor, sharing::kCdiClass);
-  if (auto ok = write_file_atomically(path, text); !ok) log::error("CDI spec: " + ok.error().message, {log::kv("file", path)});
+  if (!specs) {
+    // The files in place (the last good specs) stay: a spec CDI runtimes reject would fail every
+    // GPU container of the node, a stale one fails only the device that changed.
+    bool repeated = false;
+    {
+      std::lock_guard lock(mu_);
+      repeated = cdi_error_ == specs.error().message;
+      cdi_error_ = specs.error().message;
+    }
+    if (!repeated) log::error(specs.error().message + "; keeping the specs in place", {log::kv("dir", opt_.cdi_root)});
+    return;
+  }
+  std::string error;
+  std::set<std::string> written;
+  for (const auto& f : *specs) {
+    const std::string path = opt_.cdi_root + "/" + f.name;
+    written.insert(f.name);
+    if (auto ok = write_file_atomically(path, f.text); !ok) {
+      error = "CDI spec: " + ok.error().message;
+      log::error(error, {log::kv("file", path)});
+    }
+  }
+  // A class no longer produced (switched off, its device nodes gone) must not stay resolvable.
+  for (const char* cls : kExtraClasses) {
+    const std::string name = fmt::format("{}-{}.json", sharing::kCdiVendor, cls);
+    if (written.contains(name)) continue;
+    std::error_code ec;
+    std::filesystem::remove(opt_.cdi_root + "/" + name, ec);
+  }
+  bool was_failing = false;
+  {
+    std::lock_guard lock(mu_);
+    was_failing = !cdi_error_.empty();
+    cdi_error_ = error;
+  }
+  if (was_failing && error.empty()) log::info("CDI spec written again", {log::kv("dir", opt_.cdi_root)});
+}
+
+Result<void> DevicePluginManager::check_imex(const sharing::Config& c, const sharing::HostFacts& facts) const {
+  if (facts.extra.imex_missing.empty()) return {};
+  std::vector<std::string> paths;
+  for (const int id : facts.extra.imex_missing) {
+    paths.push_back(fmt::format("{}/dev/nvidia-caps-imex-channels/channel{}", c.dev_root() == "/" ? "" : c.dev_root(), id));
+  }
+  const std::string what = fmt::format("IMEX channel{} {} not found", paths.size() > 1 ? "s" : "", fmt::join(paths, ", "));
+  if (c.imex_required) {
+    return fail(ErrorCode::kNotFound, "{}: imex.required is set (create the channel: the nvidia driver's "
+                "NVreg_CreateImexChannel0=1, or nvidia-modprobe -i <id>)", what);
+  }
+  log::warn(what + ": not given to containers (imex.required is false)");
+  return {};
 }
 
 void DevicePluginManager::write_labels() {

@@ -186,18 +186,22 @@ void DevicePluginManager::check_health() {
   // the libraries. Rewrite the CDI spec when they do.
   {
     sharing::Config config;
+    gpu::Inventory inv;
     {
       std::lock_guard lock(mu_);
       config = config_;
+      inv = inventory_;
     }
-    sharing::HostFacts facts = host_facts(config);
-    bool differ = false;
+    sharing::HostFacts facts = host_facts(config, inv);
+    bool differ = false, failing = false;
     {
       std::lock_guard lock(mu_);
       differ = !(facts == host_) || facts_nodes_differ(facts);
       if (differ) host_ = std::move(facts);
+      failing = !cdi_error_.empty();
     }
-    if (differ) write_cdi_spec();
+    // A spec refused (a device node missing while the driver loads) is retried every round.
+    if (differ || failing) write_cdi_spec();
   }
   if (!fresh) return;
   bool changed = false;
@@ -215,12 +219,17 @@ void DevicePluginManager::check_health() {
     merged = detail::merge_lost(std::move(*fresh), inventory_);
   }
   auto plan = sharing::make_plan(merged, config);
+  // A MIG re-layout that migStrategy single cannot use: the old devices are gone, so nothing is
+  // advertised and the labels say <model>-MIG-INVALID (GPU Feature Discovery's rule).
+  const auto invalid_layout = plan ? std::nullopt : sharing::single_layout_problem(merged, config);
+  if (invalid_layout) plan = sharing::Plan{};
   if (!plan) {
     std::lock_guard lock(mu_);
     last_reload_error_ = plan.error().message;
     log::error(fmt::format("the new GPU layout cannot be advertised: {}; keeping the previous plan", plan.error().message));
     return;
   }
+  set_invalid_layout(invalid_layout);
   apply_plan(std::move(*plan), std::move(config), std::move(merged));
   start_event_watcher();  // event registrations do not survive a GPU reset or MIG re-layout
 }

@@ -261,7 +261,18 @@ Result<void> DevicePluginManager::load_and_apply(bool initial) {
     merged = detail::merge_lost(std::move(*inv), inventory_);
   }
   auto plan = sharing::make_plan(merged, config);
+  std::optional<std::string> invalid_layout;
+  if (!plan && initial) {
+    // GPU Feature Discovery's rule: an unusable single layout is labelled <model>-MIG-INVALID
+    // (count 0) and nothing is advertised; the agent keeps running so that the labels say so. A
+    // config reload that would do this is rejected instead (the last good config keeps serving).
+    invalid_layout = sharing::single_layout_problem(merged, config);
+    if (invalid_layout) plan = sharing::Plan{};
+  }
   if (!plan) return std::unexpected(plan.error());
+  if (!config.imex_channel_ids.empty()) {
+    if (auto ok = check_imex(config, host_facts(config, merged)); !ok) return ok;
+  }
   for (const auto& w : config.warnings) log::warn("config: " + w, {log::kv("config", config.source)});
   for (const auto& w : plan->warnings) log::warn("plan: " + w);
   config_text_ = text;
@@ -274,8 +285,25 @@ Result<void> DevicePluginManager::load_and_apply(bool initial) {
     }
   }
   if (!initial) log::info("config applied", {log::kv("config", config.source)});
+  set_invalid_layout(invalid_layout);
   apply_plan(std::move(*plan), std::move(config), std::move(merged));
   return {};
+}
+
+void DevicePluginManager::set_invalid_layout(const std::optional<std::string>& reason) {
+  std::string was;
+  {
+    std::lock_guard lock(mu_);
+    was = invalid_layout_;
+    invalid_layout_ = reason.value_or("");
+  }
+  if (reason && *reason != was) {
+    log::error(fmt::format("{}: nothing is advertised and nvidia.com/gpu.product is labelled <model>-MIG-INVALID (as GPU "
+                           "Feature Discovery does); use migStrategy mixed or make the MIG layout uniform",
+                           *reason));
+  } else if (!reason && !was.empty()) {
+    log::info("the MIG layout suits migStrategy single again");
+  }
 }
 
 std::vector<kubelet::DeviceState> DevicePluginManager::device_states(const sharing::PlannedResource& r) const {
@@ -289,7 +317,7 @@ std::vector<kubelet::DeviceState> DevicePluginManager::device_states(const shari
 }
 
 void DevicePluginManager::apply_plan(sharing::Plan plan, sharing::Config config, gpu::Inventory inventory) {
-  sharing::HostFacts facts = host_facts(config);
+  sharing::HostFacts facts = host_facts(config, inventory);
   sharing::Plan old;
   std::map<std::string, std::vector<kubelet::DeviceState>> states;
   {
@@ -534,6 +562,8 @@ DevicePluginManager::Status DevicePluginManager::status() const {
   s.config_generation = generation_;
   s.health_checks = health_checks_;
   s.last_reload_error = last_reload_error_;
+  s.cdi_error = cdi_error_;
+  s.invalid_layout = invalid_layout_;
   s.config_name = applied_.name;
   s.config_selected_by = applied_.selected_by;
   for (const auto& r : plan_.resources) {
@@ -578,6 +608,14 @@ std::string DevicePluginManager::metrics_text() const {
              "Config changes (file edits, or another config chosen by the node label), by result.");
   ex::sample(out, "kgpu_device_plugin_config_reloads_total", {{"result", "success"}}, ok);
   ex::sample(out, "kgpu_device_plugin_config_reloads_total", {{"result", "failure"}}, failed);
+  ex::family(out, "kgpu_device_plugin_cdi_spec_last_write_successful", "gauge",
+             "Whether the CDI specs were written the last time (0 while a device has no device node or the write "
+             "fails; the files in place stay).");
+  ex::sample(out, "kgpu_device_plugin_cdi_spec_last_write_successful", s.cdi_error.empty() ? 1 : 0);
+  ex::family(out, "kgpu_device_plugin_mig_layout_invalid", "gauge",
+             "Whether migStrategy single meets a MIG layout it cannot use (then nothing is advertised and the labels say "
+             "<model>-MIG-INVALID).");
+  ex::sample(out, "kgpu_device_plugin_mig_layout_invalid", s.invalid_layout.empty() ? 0 : 1);
   ex::family(out, "kgpu_device_plugin_registered", "gauge", "1 when the resource is registered with the kubelet.");
   for (const auto& r : s.resources) {
     ex::sample(out, "kgpu_device_plugin_registered", {{"resource", r.name}}, r.registered ? 1 : 0);

@@ -103,6 +103,10 @@ struct DevicePluginOptions {
   Clock* clock = &Clock::real();
 };
 
+// A directory's entries, sorted by name, with each symbolic link's target (sharing::ListDir over
+// the real filesystem; empty when the directory cannot be read). At most 65,536 entries.
+std::vector<sharing::DirEntry> list_driver_dir(const std::string& dir);
+
 // XIDs NVIDIA's plugin ignores by default (application errors, not hardware faults).
 const std::set<uint64_t>& default_ignored_xids();
 // XIDs whose remedy is a GPU reset (NVIDIA's XID catalogue): the recovery rule does not return a
@@ -143,6 +147,8 @@ class DevicePluginManager {
     // defaults) and what chose it ("node-label", "default", "named", "single", "empty",
     // "config-file" or "none").
     std::string config_name, config_selected_by;
+    std::string cdi_error;  // why the CDI specs were last not written ("" = written, or none needed)
+    std::string invalid_layout;  // why migStrategy single cannot use the MIG layout ("" = it can)
     std::vector<ResourceStatus> resources;
   };
   Status status() const;
@@ -168,6 +174,7 @@ class DevicePluginManager {
   Result<ConfigChoice> choose_config_now() const;  // the node's label (when known) and the directory
   bool check_selection();                          // control thread; false: keep the config in use
   void apply_plan(sharing::Plan plan, sharing::Config config, gpu::Inventory inventory);
+  void set_invalid_layout(const std::optional<std::string>& reason);  // takes mu_; logs changes
   void control_loop();
   void check_sockets();
   void check_config();
@@ -189,7 +196,11 @@ class DevicePluginManager {
   void refresh_allocations();  // PodResources, reconcile, checkpoint, node report
   void request_report();
   std::string checkpoint_path() const;
-  sharing::HostFacts host_facts(const sharing::Config& c) const;
+  // The node's facts for the CDI spec and Allocate; `inv` gives the driver version and the GPUs'
+  // PCI bus ids (DRM nodes).
+  sharing::HostFacts host_facts(const sharing::Config& c, const gpu::Inventory& inv) const;
+  // imex.required with a configured channel missing: the error; else logs missing channels.
+  Result<void> check_imex(const sharing::Config& c, const sharing::HostFacts& facts) const;
 
   gpu::NodeGpus& node_;
   DevicePluginOptions opt_;
@@ -209,6 +220,8 @@ class DevicePluginManager {
   std::map<std::string, bool> registered_;
   uint64_t generation_ = 0;
   std::string last_reload_error_;
+  std::string cdi_error_;  // why the CDI specs were last not written ("" = written)
+  std::string invalid_layout_;  // single_layout_problem() of the plan in use ("" = none)
   ConfigChoice applied_;  // what chose the config in use
   std::optional<std::string> last_rejected_text_;  // the config text last rejected (not retried)
   uint64_t reloads_ok_ = 0, reloads_failed_ = 0, registrations_ = 0, allocations_ = 0, allocation_errors_ = 0;

@@ -371,6 +371,16 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--shared-devices-allocation-policy", ov.shared_devices_allocation_policy,
                         "distributed or packed (replicas and MIG devices)")
       ->envname("SHARED_DEVICES_ALLOCATION_POLICY");
+  agent_cmd->add_flag("--gds-enabled{true}", ov.gds_enabled, "Give GPU containers GPUDirect Storage (NVIDIA_GDS, CDI gds=all)")
+      ->envname("GDS_ENABLED");
+  agent_cmd->add_flag("--mofed-enabled{true}", ov.mofed_enabled, "Give GPU containers the InfiniBand devices (NVIDIA_MOFED, CDI mofed=all)")
+      ->envname("MOFED_ENABLED");
+  agent_cmd->add_flag("--gdrcopy-enabled{true}", ov.gdrcopy_enabled, "Give GPU containers GDRCopy (NVIDIA_GDRCOPY, CDI gdrcopy=all)")
+      ->envname("GDRCOPY_ENABLED");
+  agent_cmd->add_option("--imex-channel-ids", ov.imex_channel_ids, "IMEX channels every GPU container gets ([] or 0)")
+      ->envname("IMEX_CHANNEL_IDS");
+  agent_cmd->add_flag("--imex-required{true}", ov.imex_required, "Fail when a configured IMEX channel does not exist")
+      ->envname("IMEX_REQUIRED");
   agent_cmd->add_option("--cdi-root", dp.cdi_root, "Where to write the CDI spec (empty: do not write)")
       ->envname("KGPU_CDI_ROOT")
       ->capture_default_str();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cctype>
 #include <cstdio>
 #include <set>
@@ -294,6 +295,21 @@ GpuInfo NodeGpus::read_gpu(unsigned index) const {
   int i = 0;
   if (lib_->call(s.nvmlDeviceGetComputeMode, dev, &i) == kSuccess) g.compute_mode = i;
   if (lib_->call(s.nvmlDeviceGetPersistenceMode, dev, &i) == kSuccess) g.persistence_mode = i != 0;
+  if (lib_->call(s.nvmlDeviceGetVirtualizationMode, dev, &i) == kSuccess) g.virtualization_mode = i;
+  if (GpuFabricInfo fi{}; lib_->call(s.nvmlDeviceGetGpuFabricInfo, dev, &fi) == kSuccess &&
+                          fi.state != kGpuFabricStateNotSupported) {
+    // go-nvlib's IsFabricAttached: registration completed, successfully, with a cluster UUID.
+    static constexpr unsigned char kZero[kGpuFabricUuidLen] = {};
+    GpuFabric f;
+    f.clique_id = fi.cliqueId;
+    f.attached = fi.state == kGpuFabricStateCompleted && fi.status == kSuccess &&
+                 std::memcmp(fi.clusterUuid, kZero, sizeof kZero) != 0;
+    const unsigned char* id = fi.clusterUuid;
+    f.cluster_uuid = fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                                 id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11],
+                                 id[12], id[13], id[14], id[15]);
+    g.fabric = std::move(f);
+  }
   if (g.lost) return g;
 
   read_mig(dev, g);

@@ -57,6 +57,13 @@ struct NvLinkInfo {
   std::optional<unsigned> remote_gpu;  // index of the peer when it is a GPU of this node
 };
 
+// A GPU's membership in an NVLink fabric (NVML GPU fabric info), when its registration completed.
+struct GpuFabric {
+  std::string cluster_uuid;  // "c8d4e9a2-...": the fabric (NVLink domain) the GPU belongs to
+  unsigned clique_id = 0;    // the clique within it
+  bool attached = false;     // registration completed successfully with a non-zero cluster UUID
+};
+
 struct GpuInfo {
   unsigned index = 0;
   std::string uuid;
@@ -87,6 +94,8 @@ struct GpuInfo {
 
   std::vector<NvLinkInfo> nvlinks;  // active links only
   bool gpm_supported = false;
+  std::optional<GpuFabric> fabric;         // nullopt: no fabric (or not supported by the driver)
+  std::optional<int> virtualization_mode;  // NVML: 0 none, 1 passthrough, 2 vGPU (guest), 3 host vGPU, 4 host vSGA
 };
 
 struct Inventory {

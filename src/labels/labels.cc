@@ -583,6 +583,28 @@ std::optional<MigEngines> mig_engines(std::string_view gpu_name, const gpu::MigD
   return std::nullopt;
 }
 
+// NVML's vGPU virtualization mode (a vGPU, seen from the guest).
+constexpr int nvml_virtualization_vgpu = 2;
+
+// nvidia.com/gpu.clique=<cluster UUID>.<clique ID> when the fabric-attached GPUs of the node agree
+// on both (GFD's rule; GPUs not attached are skipped); none, with a warning, when they disagree.
+void fabric_labels(Builder& b, const std::vector<const gpu::GpuInfo*>& usable) {
+  std::set<std::string> clusters;
+  std::set<unsigned> cliques;
+  for (const auto* g : usable) {
+    if (!g->fabric || !g->fabric->attached) continue;
+    clusters.insert(g->fabric->cluster_uuid);
+    cliques.insert(g->fabric->clique_id);
+  }
+  if (clusters.empty()) return;
+  if (clusters.size() > 1 || cliques.size() > 1) {
+    b.warn("the NVLink-fabric GPUs of this node report {} cluster UUIDs and {} clique IDs; no nvidia.com/gpu.clique",
+           clusters.size(), cliques.size());
+    return;
+  }
+  b.set("nvidia.com/gpu.clique", fmt::format("{}.{}", *clusters.begin(), *cliques.begin()));
+}
+
 Labels gfd_labels(const gpu::Inventory& inv, const LabelSharing& sharing, const LabelOptions& opt,
                   std::vector<std::string>* warnings) {
   Labels labels;
@@ -661,6 +683,12 @@ Labels gfd_labels(const gpu::Inventory& inv, const LabelSharing& sharing, const 
   if (mig_strategy == "single") mig_single_labels(b, usable, *primary, s);
   if (mig_strategy == "mixed") mig_mixed_labels(b, usable, sharing);
   model_labels(b, models);
+  fabric_labels(b, usable);
+  // GFD labels a vGPU guest; it reads the PCI config space, kgpu NVML's virtualization mode.
+  if (std::any_of(usable.begin(), usable.end(),
+                  [](const auto* g) { return g->virtualization_mode == nvml_virtualization_vgpu; })) {
+    b.set("nvidia.com/vgpu.present", "true");
+  }
   return labels;
 }
 

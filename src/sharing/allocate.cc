@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -139,20 +140,34 @@ Result<std::vector<ContainerEdits>> allocate(const PlannedResource& resource, co
       // (CUDA images set NVIDIA_VISIBLE_DEVICES=all): only the CDI devices reach the container.
       e.envs["NVIDIA_VISIBLE_DEVICES"] = "void";
     }
+    std::vector<std::string> cdi;
+    for (const auto& n : names) cdi.push_back(cdi_name(n));
+    for (auto& x : extra_cdi_devices(config, host)) cdi.push_back(std::move(x));
     if (config.has_list_strategy(ListStrategy::kCdiAnnotations)) {
-      std::vector<std::string> cdi;
-      for (const auto& n : names) cdi.push_back(cdi_name(n));
       e.annotations[fmt::format("{}kgpu-device-plugin_{}-{}", config.cdi_annotation_prefix, unique, ci)] =
           fmt::format("{}", fmt::join(cdi, ","));
     }
-    if (config.has_list_strategy(ListStrategy::kCdiCri)) {
-      for (const auto& n : names) e.cdi_devices.push_back(cdi_name(n));
+    if (config.has_list_strategy(ListStrategy::kCdiCri)) e.cdi_devices = cdi;
+    // NVIDIA's: these three whatever the strategy (the legacy runtime hook reads them).
+    if (config.gds_enabled) e.envs["NVIDIA_GDS"] = "enabled";
+    if (config.mofed_enabled) e.envs["NVIDIA_MOFED"] = "enabled";
+    if (config.gdrcopy_enabled) e.envs["NVIDIA_GDRCOPY"] = "enabled";
+    if (!cdi_only && !host.extra.imex_channels.empty()) {
+      std::vector<std::string> channels;
+      for (const auto& [id, node] : host.extra.imex_channels) channels.push_back(std::to_string(id));
+      if (config.has_list_strategy(ListStrategy::kEnvvar)) {
+        e.envs["NVIDIA_IMEX_CHANNELS"] = fmt::format("{}", fmt::join(channels, ","));
+      }
+      if (config.has_list_strategy(ListStrategy::kVolumeMounts)) {
+        for (const auto& id : channels) e.mounts.push_back({fmt::format("{}/imex/{}", kVolumeMountsRoot, id), "/dev/null", false});
+      }
     }
     if (config.pass_device_specs && !cdi_only) {
       for (const auto* d : physical) {
         for (auto& n : device_nodes(*d, config, host)) e.devices.push_back(std::move(n));
       }
       for (auto& n : control_nodes(config, host)) e.devices.push_back(std::move(n));
+      for (const auto& [id, node] : host.extra.imex_channels) e.devices.push_back(node);
     }
     if (resource.sharing == SharingKind::kMps) {
       const std::string pipe = fmt::format("/mps/{}/pipe", resource.name);
@@ -174,80 +189,430 @@ std::map<std::string, unsigned> parse_mig_minors(const std::string& text) {
   return out;
 }
 
-std::string cdi_spec(const Plan& plan, const Config& config, const HostFacts& host) {
-  using nlohmann::json;
+namespace {
+
+using nlohmann::json;
+
+json node_json(const DeviceNodeEdit& n) {
+  return {{"path", n.container_path}, {"hostPath", n.host_path}, {"permissions", n.permissions}};
+}
+
+json mount_json(const MountEdit& m) {
+  return {{"containerPath", m.container_path},
+          {"hostPath", m.host_path},
+          {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"} : json{"nosuid", "nodev", "bind"}}};
+}
+
+// A createContainer hook running NVIDIA's hook tool: `nvidia-cdi-hook <name> ...` or
+// `nvidia-ctk hook <name> ...`, as the installed tool expects.
+json hook_json(const std::string& tool, const std::string& name, const std::vector<std::string>& args) {
+  const std::string base = tool.substr(tool.rfind('/') + 1);
+  json a = json::array({base});
+  if (base == "nvidia-ctk") a.push_back("hook");
+  a.push_back(name);
+  for (const auto& x : args) a.push_back(x);
+  return {{"hookName", "createContainer"}, {"path", tool}, {"args", a}};
+}
+
+std::string spec_text(const std::string& cls, json devices, const json& edits) {
+  json spec = {{"cdiVersion", "0.5.0"}, {"kind", fmt::format("{}/{}", kCdiVendor, cls)}, {"devices", std::move(devices)}};
+  if (!edits.empty()) spec["containerEdits"] = edits;
+  return spec.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string spec_name(const std::string& cls) { return fmt::format("{}-{}.json", kCdiVendor, cls); }
+
+}  // namespace
+
+std::vector<std::string> extra_cdi_devices(const Config& config, const HostFacts& host) {
+  std::vector<std::string> out;
+  auto add = [&](bool enabled, const auto& nodes, const char* cls) {
+    if (enabled && !nodes.empty()) out.push_back(fmt::format("{}/{}=all", kCdiVendor, cls));
+  };
+  add(config.gds_enabled, host.extra.gds, "gds");
+  add(config.mofed_enabled, host.extra.mofed, "mofed");
+  add(config.gdrcopy_enabled, host.extra.gdrcopy, "gdrcopy");
+  for (const auto& [id, node] : host.extra.imex_channels) {
+    out.push_back(fmt::format("{}/{}={}", kCdiVendor, kImexChannelClass, id));
+  }
+  return out;
+}
+
+Result<std::vector<CdiSpecFile>> cdi_specs(const Plan& plan, const Config& config, const HostFacts& host) {
   json devices = json::array();
   std::set<std::string> done;
   for (const auto& r : plan.resources) {
     for (const auto& d : r.devices) {
       if (!done.insert(d.uuid).second) continue;
       json nodes = json::array();
-      for (const auto& n : device_nodes(d, config, host)) {
-        nodes.push_back({{"path", n.container_path}, {"hostPath", n.host_path}, {"permissions", n.permissions}});
+      for (const auto& n : device_nodes(d, config, host)) nodes.push_back(node_json(n));
+      if (nodes.empty()) {
+        const std::string node = d.minor ? host_path(config.dev_root(), fmt::format("/dev/nvidia{}", *d.minor))
+                                         : std::string("(NVML reports no minor number)");
+        return fail(ErrorCode::kNotFound,
+                    "CDI spec not written: device {} (index {}) has no device node ({}); CDI runtimes reject a spec "
+                    "with a device without edits, which would fail every GPU container on this node",
+                    d.uuid, d.index, node);
       }
-      for (const auto& name : {d.uuid, d.index}) {
-        devices.push_back({{"name", name}, {"containerEdits", {{"deviceNodes", nodes}}}});
+      json device_edits = json::object();
+      if (!d.mig_gi) {
+        if (auto it = host.drm_nodes.find(d.gpu_index); it != host.drm_nodes.end()) {
+          for (const auto& n : it->second) nodes.push_back(node_json(n));
+        }
+        if (auto it = host.drm_links.find(d.gpu_index); it != host.drm_links.end() && !host.hook_tool.empty()) {
+          std::vector<std::string> args;
+          for (const auto& [target, link] : it->second) {
+            args.push_back("--link");
+            args.push_back(target + "::" + link);
+          }
+          device_edits["hooks"] = json::array({hook_json(host.hook_tool, "create-symlinks", args)});
+        }
       }
+      device_edits["deviceNodes"] = nodes;
+      for (const auto& name : {d.uuid, d.index}) devices.push_back({{"name", name}, {"containerEdits", device_edits}});
     }
   }
-  json common_nodes = json::array();
-  for (const auto& n : control_nodes(config, host)) {
-    common_nodes.push_back({{"path", n.container_path}, {"hostPath", n.host_path}, {"permissions", n.permissions}});
-  }
-  json mounts = json::array();
-  for (const auto& m : host.driver_mounts) {
-    mounts.push_back({{"containerPath", m.container_path},
-                      {"hostPath", m.host_path},
-                      {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"} : json{"nosuid", "nodev", "bind"}}});
-  }
-  json edits = {{"env", json::array({"NVIDIA_VISIBLE_DEVICES=void"})}, {"deviceNodes", common_nodes}};
-  if (!mounts.empty()) edits["mounts"] = mounts;
-  if (!host.ldcache_hook.empty()) {
-    std::vector<std::string> dirs;
-    for (const auto& m : host.driver_mounts) {
-      const auto dir = m.container_path.substr(0, m.container_path.rfind('/'));
-      if (dir != "/usr/bin" && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+  std::vector<CdiSpecFile> out;
+  if (!devices.empty()) {
+    json common_nodes = json::array();
+    for (const auto& n : control_nodes(config, host)) common_nodes.push_back(node_json(n));
+    const DriverFiles& f = host.driver;
+    json mounts = json::array();
+    for (const auto& m : f.mounts) mounts.push_back(mount_json(m));
+    json env = json::array({"NVIDIA_VISIBLE_DEVICES=void"});
+    if (!f.libcuda_dir.empty()) env.push_back("NVIDIA_CTK_LIBCUDA_DIR=" + f.libcuda_dir);
+    json hooks = json::array();
+    if (!host.hook_tool.empty()) {
+      // The toolkit's order: links, CUDA forward compatibility, then the ldcache over both.
+      if (!f.links.empty()) {
+        std::vector<std::string> args;
+        for (const auto& [target, link] : f.links) {
+          args.push_back("--link");
+          args.push_back(target + "::" + link);
+        }
+        hooks.push_back(hook_json(host.hook_tool, "create-symlinks", args));
+      }
+      if (!f.version.empty()) {
+        hooks.push_back(hook_json(host.hook_tool, "enable-cuda-compat", {"--host-driver-version=" + f.version}));
+      }
+      if (!f.library_dirs.empty()) {
+        std::vector<std::string> args;
+        for (const auto& d : f.library_dirs) {
+          args.push_back("--folder");
+          args.push_back(d);
+        }
+        hooks.push_back(hook_json(host.hook_tool, "update-ldcache", args));
+      }
+    } else {
+      for (const auto& m : f.link_mounts) mounts.push_back(mount_json(m));
     }
-    json args = json::array({"nvidia-ctk", "hook", "update-ldcache"});
-    for (const auto& d : dirs) {
-      args.push_back("--folder");
-      args.push_back(d);
-    }
-    edits["hooks"] = json::array({{{"hookName", "createContainer"}, {"path", host.ldcache_hook}, {"args", args}}});
+    json edits = {{"env", env}, {"deviceNodes", common_nodes}};
+    if (!mounts.empty()) edits["mounts"] = mounts;
+    if (!hooks.empty()) edits["hooks"] = hooks;
+    out.push_back({spec_name(kCdiClass), spec_text(kCdiClass, std::move(devices), edits)});
   }
-  json spec = {
-      {"cdiVersion", "0.5.0"},
-      {"kind", fmt::format("{}/{}", kCdiVendor, kCdiClass)},
-      {"devices", devices},
-      {"containerEdits", edits},
+  auto extra = [&](bool enabled, const std::vector<DeviceNodeEdit>& nodes, const std::vector<MountEdit>& mounts,
+                   const char* cls) {
+    if (!enabled || nodes.empty()) return;
+    json n = json::array(), m = json::array();
+    for (const auto& x : nodes) n.push_back(node_json(x));
+    for (const auto& x : mounts) m.push_back(mount_json(x));
+    json edits = {{"deviceNodes", n}};
+    if (!m.empty()) edits["mounts"] = m;
+    out.push_back({spec_name(cls), spec_text(cls, json::array({{{"name", "all"}, {"containerEdits", edits}}}), json{})});
   };
-  return spec.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  extra(config.gds_enabled, host.extra.gds, host.extra.gds_mounts, "gds");
+  extra(config.mofed_enabled, host.extra.mofed, {}, "mofed");
+  extra(config.gdrcopy_enabled, host.extra.gdrcopy, {}, "gdrcopy");
+  if (!host.extra.imex_channels.empty()) {
+    json d = json::array();
+    for (const auto& [id, node] : host.extra.imex_channels) {
+      d.push_back({{"name", std::to_string(id)}, {"containerEdits", {{"deviceNodes", json::array({node_json(node)})}}}});
+    }
+    out.push_back({spec_name(kImexChannelClass), spec_text(kImexChannelClass, std::move(d), json{})});
+  }
+  return out;
 }
 
-std::vector<MountEdit> discover_driver_files(const std::string& driver_root,
-                                             const std::function<std::vector<std::string>(const std::string&)>& list) {
-  static constexpr const char* kLibDirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
-                                             "/lib64", "/usr/lib"};
-  static constexpr const char* kLibs[] = {"libcuda.so.",         "libnvidia-ml.so.",      "libnvidia-ptxjitcompiler.so.",
-                                          "libnvidia-nvvm.so.",  "libcudadebugger.so.",   "libnvidia-gpucomp.so.",
-                                          "libnvidia-allocator.so.", "libnvidia-cfg.so.", "libnvidia-opencl.so."};
-  static constexpr const char* kBins[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
-                                          "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
-  std::vector<MountEdit> out;
-  std::set<std::string> seen;
-  for (const char* dir : kLibDirs) {
-    for (const auto& file : list(host_path(driver_root, dir))) {
-      for (const char* lib : kLibs) {
-        if (file.starts_with(lib) && seen.insert(file).second) {
-          const std::string path = fmt::format("{}/{}", dir, file);
-          out.push_back({path, host_path(driver_root, path), true});
+namespace {
+
+// Where the toolkit finds driver libraries (its ldcache and default search paths), most specific first.
+// Debian's packages keep the driver in nvidia/current/ (found through ld.so.conf.d).
+constexpr const char* kLibDirs[] = {"/usr/lib/x86_64-linux-gnu",
+                                    "/usr/lib/x86_64-linux-gnu/nvidia/current",
+                                    "/usr/lib/aarch64-linux-gnu",
+                                    "/usr/lib/aarch64-linux-gnu/nvidia/current",
+                                    "/usr/lib64",
+                                    "/lib/x86_64-linux-gnu",
+                                    "/lib/aarch64-linux-gnu",
+                                    "/lib64",
+                                    "/usr/lib",
+                                    "/lib"};
+constexpr const char* kBinDirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/bin", "/sbin"};
+constexpr const char* kBins[] = {"nvidia-smi",          "nvidia-debugdump",       "nvidia-persistenced",
+                                 "nvidia-cuda-mps-control", "nvidia-cuda-mps-server", "nvidia-imex",
+                                 "nvidia-imex-ctl"};
+constexpr const char* kEglPlatformLibs[] = {"libnvidia-egl-gbm.so.", "libnvidia-egl-wayland.so.",
+                                            "libnvidia-egl-wayland2.so.", "libnvidia-egl-xcb.so.",
+                                            "libnvidia-egl-xlib.so."};
+constexpr const char* kGraphicsConfigs[] = {
+    "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+    "/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
+    "/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json",
+    "/usr/share/egl/egl_external_platform.d/09_nvidia_wayland2.json",
+    "/usr/share/egl/egl_external_platform.d/20_nvidia_xcb.json",
+    "/usr/share/egl/egl_external_platform.d/20_nvidia_xlib.json",
+    "/etc/vulkan/icd.d/nvidia_icd.json",
+    "/usr/share/vulkan/icd.d/nvidia_icd.json",
+    "/etc/vulkan/icd.d/nvidia_layers.json",
+    "/usr/share/vulkan/icd.d/nvidia_layers.json",
+    "/etc/vulkan/implicit_layer.d/nvidia_layers.json",
+    "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+};
+constexpr const char* kIpc[] = {"/run/nvidia-persistenced/socket", "/var/run/nvidia-persistenced/socket",
+                                "/run/nvidia-fabricmanager/socket", "/var/run/nvidia-fabricmanager/socket",
+                                "/tmp/nvidia-mps"};
+
+bool is_version(std::string_view v) {
+  if (v.empty() || v.front() == '.' || v.back() == '.' || v.find('.') == std::string_view::npos) return false;
+  return std::all_of(v.begin(), v.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+}
+
+}  // namespace
+
+DriverFiles discover_driver_files(const std::string& driver_root, const std::string& version_in, const ListDir& list_dir) {
+  DriverFiles out;
+  // Each directory is read once per call (the tools' directories are looked at once per tool).
+  std::map<std::string, std::vector<DirEntry>> cache;
+  auto list = [&](const std::string& dir) -> const std::vector<DirEntry>& {
+    auto it = cache.find(dir);
+    if (it == cache.end()) it = cache.emplace(dir, list_dir(dir)).first;
+    return it->second;
+  };
+  struct Dir {
+    std::string path;  // container (= host, below the root) path
+    std::vector<DirEntry> entries;
+  };
+  std::vector<Dir> dirs;
+  for (const char* d : kLibDirs) {
+    for (const std::string& path : {std::string(d), std::string(d) + "/vdpau"}) {
+      const auto& e = list(host_path(driver_root, path));
+      if (!e.empty()) dirs.push_back({path, e});
+    }
+  }
+  std::string version = version_in;
+  if (version.empty()) {
+    for (const auto& d : dirs) {
+      for (const auto& e : d.entries) {
+        if (e.name == "libcuda.so.1" && e.link.starts_with("libcuda.so.") && is_version(e.link.substr(11))) {
+          version = e.link.substr(11);
+          break;
         }
+      }
+      if (!version.empty()) break;
+    }
+  }
+  if (version.empty()) {
+    for (const auto& d : dirs) {
+      for (const auto& e : d.entries) {
+        if (e.link.empty() && e.name.starts_with("libcuda.so.") && is_version(e.name.substr(11))) version = e.name.substr(11);
+      }
+      if (!version.empty()) break;
+    }
+  }
+  out.version = version;
+  // One file per name and subdirectory: /lib/x86_64-linux-gnu is /usr/lib/x86_64-linux-gnu on
+  // merged-/usr hosts, and the more specific directory comes first.
+  std::set<std::string> seen, seen_links;
+  const std::string suffix = ".so." + version;
+  for (const auto& d : dirs) {
+    const bool vdpau = d.path.ends_with("/vdpau");
+    std::map<std::string, std::string> links;  // name -> target, in this directory
+    for (const auto& e : d.entries) {
+      if (!e.link.empty()) links[e.name] = e.link;
+    }
+    bool any = false;
+    for (const auto& e : d.entries) {
+      if (!e.link.empty()) continue;
+      const bool driver_lib = !version.empty() && e.name.ends_with(suffix);
+      const bool nvvm70 = e.name.starts_with("libnvidia-nvvm70.so.");
+      bool egl = false;
+      for (const char* p : kEglPlatformLibs) {
+        if (e.name.starts_with(p)) egl = std::count(e.name.begin() + static_cast<long>(std::string(p).size()), e.name.end(), '.') >= 1;
+      }
+      if (!driver_lib && !nvvm70 && !egl) continue;
+      if (!seen.insert((vdpau ? "vdpau/" : "") + e.name).second) continue;
+      const std::string path = d.path + "/" + e.name;
+      out.mounts.push_back({path, host_path(driver_root, path), true});
+      any = true;
+      if (e.name.starts_with("libcuda.so.") && out.libcuda_dir.empty()) out.libcuda_dir = d.path;
+      // The host's links that lead to this file (soname, `.so`, chains of them), each with its
+      // own target so chains resolve in the container too; then the toolkit's fixed ones.
+      std::vector<std::pair<std::string, std::string>> file_links;  // target, link name
+      std::set<std::string> host_links;  // of file_links, those the host has leading here
+      for (const auto& [name, target] : links) {
+        std::string at = target;
+        for (int hop = 0; hop < 8 && links.contains(at); ++hop) at = links.at(at);
+        if (at != e.name) continue;
+        file_links.push_back({target, name});
+        host_links.insert(name);
+      }
+      if (driver_lib && e.name.starts_with("libcuda.so.")) file_links.push_back({"libcuda.so.1", "libcuda.so"});
+      if (driver_lib && e.name.starts_with("libGLX_nvidia.so.")) file_links.push_back({e.name, "libGLX_indirect.so.0"});
+      if (driver_lib && e.name.starts_with("libnvidia-opticalflow.so.")) {
+        file_links.push_back({"libnvidia-opticalflow.so.1", "libnvidia-opticalflow.so"});
+      }
+      for (const auto& [target, name] : file_links) {
+        const std::string link = d.path + "/" + name;
+        if (!seen_links.insert(link).second) continue;
+        out.links.push_back({target, link});
+        // Without a hook tool the host's own link is mounted (the runtime follows it), when it
+        // leads here: a host libGLX_indirect.so.0 that points to Mesa must not be mounted.
+        if (host_links.contains(name)) out.link_mounts.push_back({link, host_path(driver_root, link), true});
+      }
+    }
+    if (any) out.library_dirs.push_back(d.path);
+  }
+  // The X driver modules of this version.
+  for (const char* d : {"/usr/lib/xorg/modules/drivers", "/usr/lib/xorg/modules/extensions",
+                              "/usr/lib/xorg/modules/nvidia/extensions", "/usr/lib64/xorg/modules/drivers",
+                              "/usr/lib64/xorg/modules/extensions"}) {
+    for (const auto& e : list(host_path(driver_root, d))) {
+      if (!e.link.empty()) continue;
+      if (e.name == "nvidia_drv.so" || (!version.empty() && e.name == "libglxserver_nvidia.so." + version)) {
+        const std::string path = fmt::format("{}/{}", d, e.name);
+        out.mounts.push_back({path, host_path(driver_root, path), true});
       }
     }
   }
   for (const char* bin : kBins) {
-    for (const auto& file : list(host_path(driver_root, "/usr/bin"))) {
-      if (file == bin) out.push_back({fmt::format("/usr/bin/{}", bin), host_path(driver_root, fmt::format("/usr/bin/{}", bin)), true});
+    for (const char* d : kBinDirs) {
+      bool found = false;
+      for (const auto& e : list(host_path(driver_root, d))) {
+        if (e.name == bin) {
+          const std::string path = fmt::format("{}/{}", d, bin);
+          out.mounts.push_back({path, host_path(driver_root, path), true});
+          found = true;
+          break;
+        }
+      }
+      if (found) break;
+    }
+  }
+  if (!version.empty()) {
+    for (const std::string& d : {"/lib/firmware/nvidia/" + version, "/usr/lib/firmware/nvidia/" + version}) {
+      bool found = false;
+      for (const auto& e : list(host_path(driver_root, d))) {
+        if (e.name.starts_with("gsp") && e.name.ends_with(".bin")) {
+          out.mounts.push_back({d + "/" + e.name, host_path(driver_root, d + "/" + e.name), true});
+          found = true;
+        }
+      }
+      if (found) break;
+    }
+  }
+  auto present = [&](const std::string& path) {
+    const auto slash = path.rfind('/');
+    const std::string dir = path.substr(0, slash), name = path.substr(slash + 1);
+    for (const auto& e : list(host_path(driver_root, dir))) {
+      if (e.name == name) return true;
+    }
+    return false;
+  };
+  for (const char* f : kGraphicsConfigs) {
+    if (present(f)) out.mounts.push_back({f, host_path(driver_root, f), true});
+  }
+  std::set<std::string> ipc_seen;
+  for (const char* f : kIpc) {
+    const std::string path = f;
+    const std::string key = path.starts_with("/var/run/") ? path.substr(4) : path;
+    if (ipc_seen.contains(key) || !present(path)) continue;
+    ipc_seen.insert(key);
+    // The sockets are mounted writable (clients connect); the MPS directory too.
+    out.mounts.push_back({path, host_path(driver_root, path), false});
+  }
+  return out;
+}
+
+std::vector<DeviceNodeEdit> discover_drm_nodes(const Config& config, const std::string& bus_id,
+                                               const std::string& pci_devices_dir, const ListDir& list) {
+  std::vector<DeviceNodeEdit> out;
+  // NVML's 8-digit domain -> sysfs's 4 ("00000000:18:00.0" -> "0000:18:00.0"), lower case.
+  const auto colon = bus_id.find(':');
+  if (colon == std::string::npos || colon < 4 || bus_id.find('/') != std::string::npos) return out;
+  std::string sysfs = bus_id.substr(colon - 4);
+  std::transform(sysfs.begin(), sysfs.end(), sysfs.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto& dri = list(host_path(config.dev_root(), "/dev/dri"));
+  for (const auto& e : list(fmt::format("{}/{}/drm", pci_devices_dir, sysfs))) {
+    if (!e.name.starts_with("card") && !e.name.starts_with("renderD")) continue;
+    if (std::none_of(dri.begin(), dri.end(), [&](const DirEntry& x) { return x.name == e.name; })) continue;
+    const std::string path = "/dev/dri/" + e.name;
+    out.push_back({path, host_path(config.dev_root(), path), "rw"});
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> discover_drm_links(const Config& config, const std::string& bus_id,
+                                                                    const std::vector<DeviceNodeEdit>& nodes,
+                                                                    const ListDir& list) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const auto colon = bus_id.find(':');
+  if (nodes.empty() || colon == std::string::npos || colon < 4) return out;
+  std::string pci = bus_id.substr(colon - 4);
+  std::transform(pci.begin(), pci.end(), pci.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto& entries = list(host_path(config.dev_root(), "/dev/dri/by-path"));
+  for (const char* kind : {"card", "render"}) {
+    const std::string name = fmt::format("pci-{}-{}", pci, kind);
+    for (const auto& e : entries) {
+      if (e.name != name || e.link.empty()) continue;
+      // "../card1" or "/dev/dri/card1": the node it names must be one the device gets.
+      const std::string node = "/dev/dri/" + e.link.substr(e.link.rfind('/') + 1);
+      if (std::any_of(nodes.begin(), nodes.end(), [&](const DeviceNodeEdit& n) { return n.container_path == node; })) {
+        out.push_back({e.link, "/dev/dri/by-path/" + name});
+      }
+    }
+  }
+  return out;
+}
+
+ExtraDevices discover_extra_devices(const Config& config, const std::string& /*driver_root*/, const ListDir& list) {
+  ExtraDevices out;
+  const std::string dev = config.dev_root();
+  auto nodes = [&](const std::string& dir, auto match) {
+    std::vector<DeviceNodeEdit> n;
+    for (const auto& e : list(host_path(dev, dir))) {
+      if (match(e.name)) n.push_back({dir + "/" + e.name, host_path(dev, dir + "/" + e.name), "rw"});
+    }
+    return n;
+  };
+  if (config.gds_enabled) {
+    out.gds = nodes("/dev", [](const std::string& n) { return n.starts_with("nvidia-fs"); });
+    if (!out.gds.empty()) {
+      const std::string root = config.nvidia_driver_root;
+      for (const char* f : {"/run/udev", "/etc/cufile.json"}) {
+        const std::string p = f;
+        const auto slash = p.rfind('/');
+        for (const auto& e : list(host_path(root, p.substr(0, slash)))) {
+          if (e.name == p.substr(slash + 1)) out.gds_mounts.push_back({p, host_path(root, p), true});
+        }
+      }
+    }
+  }
+  if (config.mofed_enabled) {
+    out.mofed = nodes("/dev/infiniband", [](const std::string& n) { return n.starts_with("uverbs") || n == "rdma_cm"; });
+  }
+  if (config.gdrcopy_enabled) out.gdrcopy = nodes("/dev", [](const std::string& n) { return n == "gdrdrv"; });
+  if (!config.imex_channel_ids.empty()) {
+    const auto present = list(host_path(dev, "/dev/nvidia-caps-imex-channels"));
+    for (const int id : config.imex_channel_ids) {
+      const std::string name = fmt::format("channel{}", id);
+      const bool found = std::any_of(present.begin(), present.end(), [&](const DirEntry& e) { return e.name == name; });
+      if (!found) {
+        out.imex_missing.push_back(id);
+        continue;
+      }
+      const std::string path = "/dev/nvidia-caps-imex-channels/" + name;
+      out.imex_channels.push_back({id, {path, host_path(dev, path), "rw"}});
     }
   }
   return out;

@@ -27,6 +27,7 @@ struct MountEdit {
 struct DeviceNodeEdit {
   std::string container_path, host_path;
   std::string permissions = "rw";
+  bool operator==(const DeviceNodeEdit&) const = default;
 };
 
 struct ContainerEdits {
@@ -37,33 +38,97 @@ struct ContainerEdits {
   std::vector<std::string> cdi_devices;  // fully qualified CDI names
 };
 
+// One entry of a directory under the driver root: its name and, for a symbolic link, the link's
+// target as readlink() gives it ("" for anything else).
+struct DirEntry {
+  std::string name;
+  std::string link;
+  bool operator==(const DirEntry&) const = default;
+};
+// Lists a directory (host view): empty when it does not exist. A seam for tests.
+using ListDir = std::function<std::vector<DirEntry>(const std::string& dir)>;
+
+// The driver's user-space files a container needs, derived from the driver root by the rules of
+// NVIDIA's container toolkit (docs/device-plugin.md, "The CDI spec"):
+// - every file named `*.so.<driver version>` in the library directories and their `vdpau/`
+//   subdirectory (CUDA, NVML, NVENC/NVDEC, OpenGL/EGL/GLES/Vulkan, VDPAU, OptiX, NGX...), plus
+//   `libnvidia-nvvm70.so.*`, the EGL platform libraries (`libnvidia-egl-{gbm,wayland,wayland2,
+//   xcb,xlib}.so.*.*`) and the X driver modules;
+// - links: every symbolic link of the library's directory that leads to one of those files
+//   (soname and `.so` links, chains of them) with its own target, plus the toolkit's fixed ones:
+//   `libcuda.so` -> `libcuda.so.1`, `libGLX_indirect.so.0` -> `libGLX_nvidia.so.<v>`,
+//   `libnvidia-opticalflow.so` -> `libnvidia-opticalflow.so.1`;
+// - the tools (nvidia-smi, nvidia-debugdump, nvidia-persistenced, the MPS and IMEX tools), the
+//   GSP firmware of the version, the persistenced/fabric-manager sockets and the MPS pipe
+//   directory, and the EGL/GLVND/Vulkan ICD files.
+struct DriverFiles {
+  std::string version;              // the driver version the set was derived for ("" = none found)
+  std::vector<MountEdit> mounts;    // read-only, at their host paths (relative to the driver root)
+  // Links to create in the container: {target, link path}; the target as the link holds it.
+  std::vector<std::pair<std::string, std::string>> links;
+  // For links, the host's own symlinks at the same paths (mounted instead when no hook tool exists).
+  std::vector<MountEdit> link_mounts;
+  std::vector<std::string> library_dirs;  // container directories holding the libraries (ldcache)
+  std::string libcuda_dir;                // where libcuda is ("" when not found)
+  bool operator==(const DriverFiles&) const = default;
+};
+
+// `version` is the driver's version as NVML reports it; "" takes the version libcuda.so.1 points
+// to (a driver root without NVML access, tests). Host paths are `driver_root` + path.
+DriverFiles discover_driver_files(const std::string& driver_root, const std::string& version, const ListDir& list_dir);
+
+// Device nodes of the optional device classes (NVIDIA's gds, mofed, gdrcopy) found under the dev
+// root: /dev/nvidia-fs*, /dev/infiniband/uverbs* and rdma_cm, /dev/gdrdrv.
+struct ExtraDevices {
+  std::vector<DeviceNodeEdit> gds, mofed, gdrcopy;
+  std::vector<MountEdit> gds_mounts;  // /run/udev and /etc/cufile.json, when nvidia-fs nodes exist
+  // IMEX channels of the config that exist: {id, node}.
+  std::vector<std::pair<int, DeviceNodeEdit>> imex_channels;
+  std::vector<int> imex_missing;  // configured channel IDs whose node does not exist
+  bool operator==(const ExtraDevices&) const = default;
+};
+ExtraDevices discover_extra_devices(const Config& config, const std::string& driver_root, const ListDir& list);
+
+// A GPU's DRM device nodes (/dev/dri/card<N>, /dev/dri/renderD<N>), as the toolkit finds them:
+// the entries of `<pci_devices_dir>/<bus id>/drm` that exist under the dev root's /dev/dri.
+// `bus_id` is NVML's ("00000000:18:00.0"); empty when the GPU has no DRM device (no nvidia-drm).
+std::vector<DeviceNodeEdit> discover_drm_nodes(const Config& config, const std::string& bus_id,
+                                               const std::string& pci_devices_dir, const ListDir& list);
+
+// The host's /dev/dri/by-path links of a GPU (`pci-<bus>-card`, `pci-<bus>-render`) that lead to one
+// of `nodes`: {target as the link holds it, link path}, for the toolkit's create-symlinks hook.
+std::vector<std::pair<std::string, std::string>> discover_drm_links(const Config& config, const std::string& bus_id,
+                                                                    const std::vector<DeviceNodeEdit>& nodes,
+                                                                    const ListDir& list);
+
 // What allocate() needs to know about the host. `exists` answers whether a host path exists (a
 // seam for tests); `mig_caps` maps "gpu<i>/gi<g>/access" and "gpu<i>/gi<g>/ci<c>/access" to the
 // nvidia-caps minor numbers (read_mig_minors()).
 struct HostFacts {
   std::function<bool(const std::string&)> exists;
   std::map<std::string, unsigned> mig_caps;
-  // Driver libraries and tools every GPU container needs, as CDI mounts (discover_driver_files()).
-  std::vector<MountEdit> driver_mounts;
-  // Host path of nvidia-ctk, when installed: the CDI spec then runs its update-ldcache hook so
-  // that the mounted libraries resolve on any image (e.g. an Ubuntu image on a RHEL host).
-  std::string ldcache_hook;
+  // Driver libraries, tools and links every GPU container needs (discover_driver_files()).
+  DriverFiles driver;
+  // Host path of NVIDIA's hook tool, when installed: nvidia-cdi-hook (args `nvidia-cdi-hook
+  // <hook> ...`) or nvidia-ctk (`nvidia-ctk hook <hook> ...`). The CDI spec then creates the links
+  // and runs the CUDA-compat and ldcache hooks; without it the links are mounted instead.
+  std::string hook_tool;
+  ExtraDevices extra;
+  // GPU index -> its DRM device nodes (discover_drm_nodes()), added to the GPU's CDI device.
+  std::map<unsigned, std::vector<DeviceNodeEdit>> drm_nodes;
+  // GPU index -> its /dev/dri/by-path links (discover_drm_links()), created by the hook tool.
+  std::map<unsigned, std::vector<std::pair<std::string, std::string>>> drm_links;
   // The host's /etc/containerd/config.toml ("" when not readable), for cdi_runtime_warning().
   std::string containerd_config;
   bool operator==(const HostFacts& o) const {
-    return mig_caps == o.mig_caps && driver_mounts == o.driver_mounts && ldcache_hook == o.ldcache_hook;
+    return mig_caps == o.mig_caps && driver == o.driver && hook_tool == o.hook_tool && extra == o.extra &&
+           drm_nodes == o.drm_nodes && drm_links == o.drm_links;
   }
 };
 
-// The driver's user-space files under `driver_root` (host view) that a container needs: the CUDA
-// and NVML libraries (each versioned file and its soname links, mounted where they are on the
-// host, so no ldconfig hook is needed) and nvidia-smi and the MPS tools. `list(dir)` returns
-// the file names in a directory (empty when absent); host paths are `driver_root` + path.
-std::vector<MountEdit> discover_driver_files(const std::string& driver_root,
-                                             const std::function<std::vector<std::string>(const std::string&)>& list);
-
 inline constexpr const char* kCdiVendor = "k8s.device-plugin.nvidia.com";
 inline constexpr const char* kCdiClass = "gpu";
+inline constexpr const char* kImexChannelClass = "imex-channel";
 inline constexpr const char* kMaxSharedRequestError = "invalid request: maximum request size for shared resources is 1";
 
 // Builds one ContainerEdits per container request. Replica IDs are stripped and de-duplicated.
@@ -89,10 +154,25 @@ std::optional<std::string> cdi_runtime_warning(const std::string& containerd_con
 // The control device nodes (/dev/nvidiactl, -uvm, -uvm-tools, -modeset) that exist on the host.
 std::vector<std::string> present_control_nodes(const Config& config, const HostFacts& host);
 
-// The CDI spec (JSON, cdiVersion 0.5.0) for every physical device of the plan, named by UUID and
-// by index, as allocate() refers to them: device nodes (and MIG capability nodes), plus the
-// control nodes common to all devices. `dev_root` is where /dev is on the host.
-std::string cdi_spec(const Plan& plan, const Config& config, const HostFacts& host);
+// One CDI spec file: its name under the CDI root and its JSON text.
+struct CdiSpecFile {
+  std::string name, text;
+  bool operator==(const CdiSpecFile&) const = default;
+};
+
+// The CDI specs (JSON, cdiVersion 0.5.0): `<vendor>-gpu.json` with every physical device of the
+// plan, named by UUID and by index as allocate() refers to them (device nodes, a whole GPU's DRM
+// nodes, MIG capability nodes), and common edits (control nodes, driver files, hooks); `<vendor>-gds.json`,
+// `-mofed.json`, `-gdrcopy.json` (one device, `all`) when enabled and their nodes exist; and
+// `<vendor>-imex-channel.json` with the configured channels that exist.
+// Error (kNotFound), nothing to write: a device without a device node (its node is
+// missing under the dev root, or it has no minor number). CDI runtimes reject the whole file for
+// one device with empty edits, so such a spec would fail every GPU container of the node.
+Result<std::vector<CdiSpecFile>> cdi_specs(const Plan& plan, const Config& config, const HostFacts& host);
+
+// The CDI device names allocate() adds for the optional classes (gds, mofed, gdrcopy, IMEX
+// channels) on this host, in that order.
+std::vector<std::string> extra_cdi_devices(const Config& config, const HostFacts& host);
 
 // Parses /proc/driver/nvidia-caps/mig-minors ("gpu0/gi1/access 12" lines).
 std::map<std::string, unsigned> parse_mig_minors(const std::string& text);

@@ -2,7 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <charconv>
 #include <set>
 #include <sstream>
 
@@ -169,6 +172,28 @@ Result<bool> bool_from(const std::string& s) {
   if (l == "true" || l == "1" || l == "yes") return true;
   if (l == "false" || l == "0" || l == "no" || l.empty()) return false;
   return fail(ErrorCode::kInvalidArgument, "expected true or false, got '{}'", s);
+}
+
+// "0", "0,1", "[0]", "" (none): IMEX channel IDs as the file, a flag or IMEX_CHANNEL_IDS give them.
+Result<std::vector<int>> imex_channel_ids_from(const std::string& text) {
+  std::vector<int> out;
+  std::string t = text;
+  if (t.starts_with('[') && t.ends_with(']')) t = t.substr(1, t.size() - 2);
+  std::istringstream in(t);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) continue;
+    long long v = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size() || v < 0 || v > kMaxImexChannel) {
+      return fail(ErrorCode::kInvalidArgument, "'{}' is not an IMEX channel ID (0..{})", item, kMaxImexChannel);
+    }
+    if (out.size() >= kMaxListEntries) return fail(ErrorCode::kInvalidArgument, "more than {} IMEX channel IDs", kMaxListEntries);
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
 }
 
 // Parses a comma-separated list (flags/env) of device list strategies.
@@ -360,7 +385,7 @@ Result<void> parse_flags(const Reader& r, const YAML::Node& flags, Config& c) {
   if (!flags.IsMap()) return r.error(flags, "flags", "expected a mapping");
   r.check_keys(flags, "flags",
                {"migStrategy", "failOnInitError", "nvidiaDriverRoot", "nvidiaDevRoot", "mpsRoot", "gdsEnabled",
-                "mofedEnabled", "useNodeFeatureAPI", "deviceDiscoveryStrategy", "plugin", "gfd"},
+                "mofedEnabled", "gdrcopyEnabled", "useNodeFeatureAPI", "deviceDiscoveryStrategy", "plugin", "gfd"},
                c.warnings);
   // String-valued flags go through the same parsers as the command line and environment.
   auto str = [&](const YAML::Node& n, const std::string& path, auto apply) -> Result<void> {
@@ -377,6 +402,9 @@ Result<void> parse_flags(const Reader& r, const YAML::Node& flags, Config& c) {
   results.push_back(str(flags["nvidiaDriverRoot"], "flags.nvidiaDriverRoot", assign(c.nvidia_driver_root)));
   results.push_back(str(flags["nvidiaDevRoot"], "flags.nvidiaDevRoot", assign(c.nvidia_dev_root)));
   results.push_back(str(flags["mpsRoot"], "flags.mpsRoot", assign(c.mps_root)));
+  results.push_back(str(flags["gdsEnabled"], "flags.gdsEnabled", parsed(c.gds_enabled, bool_from)));
+  results.push_back(str(flags["mofedEnabled"], "flags.mofedEnabled", parsed(c.mofed_enabled, bool_from)));
+  results.push_back(str(flags["gdrcopyEnabled"], "flags.gdrcopyEnabled", parsed(c.gdrcopy_enabled, bool_from)));
   if (const auto plugin = flags["plugin"]; plugin && !plugin.IsNull()) {
     if (!plugin.IsMap()) return r.error(plugin, "flags.plugin", "expected a mapping");
     r.check_keys(plugin, "flags.plugin",
@@ -444,7 +472,7 @@ Result<Config> parse_config(const std::string& text, const std::string& source) 
   }
   if (!root || root.IsNull()) return c;
   if (!root.IsMap()) return r.error(root, "(document)", "expected a mapping with version, flags, resources, sharing");
-  r.check_keys(root, "", {"version", "flags", "resources", "sharing"}, c.warnings);
+  r.check_keys(root, "", {"version", "flags", "resources", "sharing", "imex"}, c.warnings);
   if (auto v = root["version"]) {
     auto s = r.scalar(v, "version");
     if (!s) return std::unexpected(s.error());
@@ -452,6 +480,31 @@ Result<Config> parse_config(const std::string& text, const std::string& source) 
   }
   if (auto flags = root["flags"]; flags && !flags.IsNull()) {
     if (auto ok = parse_flags(r, flags, c); !ok) return std::unexpected(ok.error());
+  }
+  if (auto imex = root["imex"]; imex && !imex.IsNull()) {
+    if (!imex.IsMap()) return r.error(imex, "imex", "expected a mapping with channelIDs and required");
+    r.check_keys(imex, "imex", {"channelIDs", "required"}, c.warnings);
+    if (auto ids = imex["channelIDs"]; ids && !ids.IsNull()) {
+      if (!ids.IsSequence()) return r.error(ids, "imex.channelIDs", "expected a list of channel IDs ([] or [0])");
+      if (ids.size() > kMaxListEntries) {
+        return r.error(ids, "imex.channelIDs", "{} entries; at most {}", ids.size(), kMaxListEntries);
+      }
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const std::string p = fmt::format("imex.channelIDs[{}]", i);
+        auto s = r.scalar(ids[i], p);
+        if (!s) return std::unexpected(s.error());
+        auto v = imex_channel_ids_from(*s);
+        if (!v || v->size() != 1) return r.error(ids[i], p, "'{}' is not a channel ID (0..{})", *s, kMaxImexChannel);
+        c.imex_channel_ids.push_back(v->front());
+      }
+    }
+    if (auto req = imex["required"]; req && !req.IsNull()) {
+      auto s = r.scalar(req, "imex.required");
+      if (!s) return std::unexpected(s.error());
+      auto b = bool_from(*s);
+      if (!b) return r.error(req, "imex.required", "{}", b.error().message);
+      c.imex_required = *b;
+    }
   }
   if (auto res = root["resources"]; res && !res.IsNull()) {
     if (!res.IsMap()) return r.error(res, "resources", "expected a mapping with gpus and/or mig");
@@ -519,6 +572,11 @@ Result<void> finalize(Config& c, const Overrides& o) {
       apply(o.gfd_sleep_interval, "--sleep-interval", parsed(c.gfd_sleep_interval, parse_duration)),
       apply(o.gfd_output_file, "--output-file", assign(c.gfd_output_file)),
       apply(o.gfd_machine_type_file, "--machine-type-file", assign(c.gfd_machine_type_file)),
+      apply(o.gds_enabled, "--gds-enabled", parsed(c.gds_enabled, bool_from)),
+      apply(o.mofed_enabled, "--mofed-enabled", parsed(c.mofed_enabled, bool_from)),
+      apply(o.gdrcopy_enabled, "--gdrcopy-enabled", parsed(c.gdrcopy_enabled, bool_from)),
+      apply(o.imex_channel_ids, "--imex-channel-ids", parsed(c.imex_channel_ids, imex_channel_ids_from)),
+      apply(o.imex_required, "--imex-required", parsed(c.imex_required, bool_from)),
   };
   for (const auto& res : results) {
     if (!res) return res;
@@ -542,6 +600,11 @@ Result<void> finalize(Config& c, const Overrides& o) {
     if (rr.rename == rr.name) {
       return fail(ErrorCode::kInvalidArgument, "{}: resource '{}': rename must differ from the name", at(rr), rr.name);
     }
+  }
+  // NVIDIA's rule: only the default channel can be selected this way.
+  if (!(c.imex_channel_ids.empty() || (c.imex_channel_ids.size() == 1 && c.imex_channel_ids[0] == 0))) {
+    return fail(ErrorCode::kInvalidArgument, "{}: imex.channelIDs must be [] or [0]; found [{}]", c.source,
+                fmt::join(c.imex_channel_ids, ","));
   }
   if (c.gfd_sleep_interval.count() < 1) {
     return fail(ErrorCode::kInvalidArgument, "{}: flags.gfd.sleepInterval must be at least 1s", c.source);

@@ -31,6 +31,7 @@ inline constexpr long long kMaxMpsReplicas = 100;        // MPS: 100/replicas % 
 inline constexpr size_t kMaxSharedResources = 64;        // entries of one sharing section
 inline constexpr size_t kMaxListEntries = 1024;          // a devices list, resources.gpus/mig
 inline constexpr size_t kMaxAdvertisedDevices = 16'384;  // device IDs over all resources of a node
+inline constexpr long long kMaxImexChannel = 2047;       // the driver's channel minors (NVreg_ImexChannelCount)
 inline constexpr size_t kMaxWarnings = 20;               // warnings listed; the rest are counted
 
 enum class MigStrategy { kNone, kSingle, kMixed };
@@ -95,6 +96,16 @@ struct Config {
   std::string gfd_output_file = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
   std::string gfd_machine_type_file = "/sys/class/dmi/id/product_name";
 
+  // GPUDirect Storage, MOFED (InfiniBand verbs) and GDRCopy for every container that gets a GPU:
+  // NVIDIA_GDS / NVIDIA_MOFED / NVIDIA_GDRCOPY=enabled and, with CDI, the `<class>=all` CDI device
+  // of the node's nvidia-fs / InfiniBand / gdrdrv device nodes (NVIDIA's flags).
+  bool gds_enabled = false, mofed_enabled = false, gdrcopy_enabled = false;
+  // `imex.channelIDs` ([] or [0], NVIDIA's rule) and `imex.required`: the IMEX channels every GPU
+  // container gets (/dev/nvidia-caps-imex-channels/channel<N>). A missing channel is skipped
+  // with a warning, or is an error when required.
+  std::vector<int> imex_channel_ids;
+  bool imex_required = false;
+
   Sharing sharing;
 
   std::vector<std::string> warnings;  // unknown keys and other things worth a log line
@@ -109,7 +120,7 @@ struct Overrides {
   std::optional<std::string> mig_strategy, fail_on_init_error, nvidia_driver_root, nvidia_dev_root, mps_root,
       pass_device_specs, device_list_strategy, device_id_strategy, cdi_annotation_prefix, container_driver_root,
       shared_devices_allocation_policy, gfd_oneshot, gfd_no_timestamp, gfd_sleep_interval, gfd_output_file,
-      gfd_machine_type_file;
+      gfd_machine_type_file, gds_enabled, mofed_enabled, gdrcopy_enabled, imex_channel_ids, imex_required;
 };
 
 // Parses a config document. `source` names it in errors ("config.yaml:12: sharing.timeSlicing.

@@ -90,6 +90,29 @@ bool same_advertisement(const PlannedResource& a, const PlannedResource& b) {
   return true;
 }
 
+std::optional<std::string> single_layout_problem(const gpu::Inventory& inv, const Config& config) {
+  if (config.mig_strategy != MigStrategy::kSingle) return std::nullopt;
+  std::vector<const gpu::GpuInfo*> gpus;
+  for (const auto& g : inv.gpus) {
+    if (!g.uuid.empty()) gpus.push_back(&g);
+  }
+  if (std::none_of(gpus.begin(), gpus.end(), [](const gpu::GpuInfo* g) { return mig_mode(*g); })) return std::nullopt;
+  std::set<std::string> profiles;
+  for (const auto* g : gpus) {
+    if (!mig_mode(*g)) {
+      return fmt::format("migStrategy single needs every GPU in MIG mode with one profile, but GPU {} ({}) has MIG "
+                         "disabled",
+                         g->index, g->uuid);
+    }
+    for (const auto& m : g->mig_devices) profiles.insert(m.profile);
+  }
+  if (profiles.size() > 1) {
+    std::vector<std::string> list(profiles.begin(), profiles.end());
+    return fmt::format("migStrategy single needs one MIG profile on every GPU, found {}", fmt::join(list, ", "));
+  }
+  return std::nullopt;
+}
+
 Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
   Plan plan;
   std::map<std::string, std::vector<PlannedDevice>> base;  // resource name -> devices (exclusive)
@@ -108,21 +131,8 @@ Result<Plan> make_plan(const gpu::Inventory& inv, const Config& config) {
   const bool any_mig = std::any_of(gpus.begin(), gpus.end(), [](const gpu::GpuInfo* g) { return mig_mode(*g); });
   MigStrategy strategy = config.mig_strategy;
   if (strategy == MigStrategy::kSingle && any_mig) {
-    std::set<std::string> profiles;
-    for (const auto* g : gpus) {
-      if (!mig_mode(*g)) {
-        return fail(ErrorCode::kInvalidArgument,
-                    "{}: migStrategy single needs every GPU in MIG mode with one profile, but GPU {} ({}) has MIG "
-                    "disabled; use migStrategy mixed",
-                    config.source, g->index, g->uuid);
-      }
-      for (const auto& m : g->mig_devices) profiles.insert(m.profile);
-    }
-    if (profiles.size() > 1) {
-      std::vector<std::string> list(profiles.begin(), profiles.end());
-      return fail(ErrorCode::kInvalidArgument,
-                  "{}: migStrategy single needs one MIG profile on every GPU, found {}; use migStrategy mixed",
-                  config.source, fmt::join(list, ", "));
+    if (auto problem = single_layout_problem(inv, config)) {
+      return fail(ErrorCode::kInvalidArgument, "{}: {}; use migStrategy mixed", config.source, *problem);
     }
     for (const auto* g : gpus) {
       if (g->mig_devices.empty()) {

@@ -66,6 +66,11 @@ struct Plan {
 // Lost GPUs stay in the plan (their devices are reported Unhealthy), so capacity does not change.
 Result<Plan> make_plan(const gpu::Inventory& inventory, const Config& config);
 
+// Why migStrategy single cannot be used on these GPUs (some in MIG mode, others not; several MIG
+// profiles), or nullopt (usable, or another strategy). make_plan() fails with this reason; the
+// agent then advertises nothing and labels <model>-MIG-INVALID, as GPU Feature Discovery does.
+std::optional<std::string> single_layout_problem(const gpu::Inventory& inventory, const Config& config);
+
 // Socket file name for a resource: "nvidia-" + the part after "nvidia.com/" + ".sock".
 std::string socket_name_for(const std::string& resource);
 

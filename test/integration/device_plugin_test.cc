@@ -48,8 +48,17 @@ std::string time_slicing(const std::string& replicas) {
 constexpr const char* kH100 = "preset: hgx-h100-8\n";
 constexpr const char* kL4 = "preset: pcie-l4-4\n";
 
+// A dev root with the device nodes of `gpus` GPUs and the control nodes (plain files: the agent
+// only checks that they exist).
+std::string dev_root(const TempDir& dir, unsigned gpus) {
+  for (unsigned i = 0; i < gpus; ++i) dir.write("dev/nvidia" + std::to_string(i), "");
+  dir.write("dev/nvidiactl", "");
+  return dir.path().string();
+}
+
 TEST(DevicePlugin, ExclusiveGpusRegisterListAndAllocateWithCdi) {
-  Agent agent(kH100, "");
+  TempDir dev;
+  Agent agent(kH100, "", {"--dev-root", dev_root(dev, 8)});
   auto regs = agent.registrations(1);
   ASSERT_EQ(regs.size(), 1u);
   EXPECT_EQ(regs[0].version, "v1beta1");
@@ -80,10 +89,116 @@ TEST(DevicePlugin, ExclusiveGpusRegisterListAndAllocateWithCdi) {
   EXPECT_EQ(spec["kind"], "k8s.device-plugin.nvidia.com/gpu");
   EXPECT_EQ(spec["devices"].size(), 16u);  // 8 GPUs, by UUID and by index
   EXPECT_EQ(spec["devices"][0]["name"], list[0].id);
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"], dev.path().string() + "/dev/nvidia0");
+  const auto valid = run_command("/usr/bin/python3 " KGPU_SOURCE_DIR "/test/data/cdi/validate.py " +
+                                 (agent.dir().path() / "cdi" / "k8s.device-plugin.nvidia.com-gpu.json").string());
+  EXPECT_EQ(valid.status, 0) << valid.text;
 
   auto bad = client.allocate({{"GPU-nope"}});
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().message, HasSubstr("unknown device ID 'GPU-nope'"));
+}
+
+// A device whose node is missing must never reach the CDI spec: CDI runtimes reject the whole
+// file for one device without edits, which would fail every GPU container of the node. The spec
+// in place stays, the failure is reported, and the spec is written again once the node is back.
+TEST(DevicePlugin, CdiSpecKeepsTheLastGoodOneWhenADeviceNodeIsMissing) {
+  TempDir dev;
+  Agent agent(kL4, "version: v1\n", {"--dev-root", dev_root(dev, 4)});
+  auto regs = agent.registrations(1);
+  const auto path = agent.dir().path() / "cdi" / "k8s.device-plugin.nvidia.com-gpu.json";
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(path); })) << agent.log();
+  const std::string good = slurp(path);
+  EXPECT_THAT(agent.metrics(), HasSubstr("\nkgpu_device_plugin_cdi_spec_last_write_successful 1\n"));
+
+  // The node of GPU 2 goes away, then a config change makes the agent write the spec again.
+  std::filesystem::remove(dev.path() / "dev" / "nvidia2");
+  std::ofstream(agent.config_path()) << "flags:\n  plugin:\n    deviceListStrategy: [cdi-cri, cdi-annotations]\n";
+  ASSERT_TRUE(eventually([&] {
+    return agent.metrics().find("\nkgpu_device_plugin_cdi_spec_last_write_successful 0\n") != std::string::npos;
+  })) << agent.log();
+  EXPECT_EQ(slurp(path), good) << "the last good spec must stay in place";
+  EXPECT_THAT(agent.log(), HasSubstr("has no device node (" + dev.path().string() + "/dev/nvidia2)"));
+  const auto valid = run_command("/usr/bin/python3 " KGPU_SOURCE_DIR "/test/data/cdi/validate.py " + path.string());
+  EXPECT_EQ(valid.status, 0) << valid.text;
+
+  // The node is back (the driver finished loading): written again within a health round.
+  dev.write("dev/nvidia2", "");
+  ASSERT_TRUE(eventually([&] {
+    return agent.metrics().find("\nkgpu_device_plugin_cdi_spec_last_write_successful 1\n") != std::string::npos;
+  })) << agent.log();
+  EXPECT_EQ(nlohmann::json::parse(slurp(path))["devices"].size(), 8u);
+}
+
+// gdsEnabled, mofedEnabled, gdrcopyEnabled and an IMEX channel, end to end: the agent finds the
+// device nodes under the dev root, writes one CDI spec per class (each valid for the CDI schema),
+// and Allocate names them after the GPU, with NVIDIA's variables.
+TEST(DevicePlugin, GdsMofedGdrcopyAndImexChannelsReachTheContainer) {
+  TempDir dev;
+  const std::string root = dev_root(dev, 4);
+  for (const char* n : {"dev/nvidia-fs0", "dev/gdrdrv", "dev/infiniband/uverbs0", "dev/infiniband/rdma_cm",
+                        "dev/nvidia-caps-imex-channels/channel0"}) {
+    dev.write(n, "");
+  }
+  Agent agent(kL4, "version: v1\nflags:\n  gdsEnabled: true\n  mofedEnabled: true\nimex:\n  channelIDs: [0]\n  required: true\n",
+              {"--dev-root", root, "--gdrcopy-enabled"});
+  auto regs = agent.registrations(1);
+  PluginClient client(agent.kubelet().plugin_socket(regs[0]));
+  auto list = first_list(client, 4);
+  auto a = client.allocate({{list[0].id}});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_THAT(a->at(0).cdi_devices,
+              ElementsAre("k8s.device-plugin.nvidia.com/gpu=" + list[0].id, "k8s.device-plugin.nvidia.com/gds=all",
+                          "k8s.device-plugin.nvidia.com/mofed=all", "k8s.device-plugin.nvidia.com/gdrcopy=all",
+                          "k8s.device-plugin.nvidia.com/imex-channel=0"));
+  EXPECT_EQ(a->at(0).envs.at("NVIDIA_GDS"), "enabled");
+  EXPECT_EQ(a->at(0).envs.at("NVIDIA_MOFED"), "enabled");
+  EXPECT_EQ(a->at(0).envs.at("NVIDIA_GDRCOPY"), "enabled");
+  std::string files;
+  for (const char* cls : {"gpu", "gds", "mofed", "gdrcopy", "imex-channel"}) {
+    const auto f = agent.dir().path() / "cdi" / (std::string("k8s.device-plugin.nvidia.com-") + cls + ".json");
+    ASSERT_TRUE(std::filesystem::exists(f)) << cls << "\n" << agent.log();
+    files += " " + f.string();
+  }
+  const auto valid = run_command("/usr/bin/python3 " KGPU_SOURCE_DIR "/test/data/cdi/validate.py" + files);
+  EXPECT_EQ(valid.status, 0) << valid.text;
+  const auto mofed = nlohmann::json::parse(slurp(agent.dir().path() / "cdi" / "k8s.device-plugin.nvidia.com-mofed.json"));
+  EXPECT_EQ(mofed["devices"][0]["containerEdits"]["deviceNodes"].size(), 2u);
+
+  // GDS switched off: its spec goes, its CDI name too.
+  std::ofstream(agent.config_path()) << "version: v1\nflags:\n  mofedEnabled: true\n";
+  ASSERT_TRUE(eventually([&] {
+    return !std::filesystem::exists(agent.dir().path() / "cdi" / "k8s.device-plugin.nvidia.com-gds.json");
+  })) << agent.log();
+  auto b = client.allocate({{list[0].id}});
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(b->at(0).envs.contains("NVIDIA_GDS"));
+}
+
+// imex.required with the channel missing: refused at start with the path, as NVIDIA's plugin.
+TEST(DevicePlugin, RequiredImexChannelThatDoesNotExistStopsTheAgent) {
+  TempDir dev;
+  Agent agent(kL4, "version: v1\nimex:\n  channelIDs: [0]\n  required: true\n", {"--dev-root", dev_root(dev, 4)});
+  const std::string want = dev.path().string() + "/dev/nvidia-caps-imex-channels/channel0 not found";
+  ASSERT_TRUE(eventually([&] { return agent.log().find(want) != std::string::npos; })) << agent.log();
+  EXPECT_TRUE(agent.kubelet().registrations().empty());
+}
+
+// NVLink-fabric GPUs get nvidia.com/gpu.clique, a vGPU guest nvidia.com/vgpu.present, from NVML
+// (the fake's fabric and virtualizationMode fields).
+TEST(DevicePlugin, CliqueAndVgpuLabels) {
+  std::string node = "preset: hgx-h100-8\ngpus:\n";
+  for (int i = 0; i < 8; ++i) {
+    node += "  - index: " + std::to_string(i) +
+            "\n    virtualizationMode: vgpu\n    fabric: {clusterUuid: c8d4e9a2-1f3b-4c5d-8e6f-0a1b2c3d4e5f, cliqueId: 4, "
+            "state: completed, status: SUCCESS}\n";
+  }
+  Agent agent(node, "");
+  const auto path = agent.dir().path() / "features.d" / "gfd";
+  ASSERT_TRUE(eventually([&] { return slurp(path).find("gpu.clique") != std::string::npos; })) << agent.log();
+  const auto labels = slurp(path);
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.clique=c8d4e9a2-1f3b-4c5d-8e6f-0a1b2c3d4e5f.4\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/vgpu.present=true\n"));
 }
 
 TEST(DevicePlugin, TimeSlicingReplicasAndMaximumRequestSize) {
@@ -459,12 +574,28 @@ TEST(DevicePlugin, MigSingleUniformLayout) {
   EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.count=24\n"));
 }
 
-TEST(DevicePlugin, MigSingleWithMixedLayoutsFailsAtStartWithAClearError) {
+// GPU Feature Discovery's rule for a layout migStrategy single cannot use: the node is labelled
+// <model>-MIG-INVALID with count 0 and nothing is advertised; the agent stays up (it used to exit)
+// so the labels and the metric say what is wrong, and a config that fits is applied without a restart.
+TEST(DevicePlugin, MigSingleWithMixedLayoutsIsLabelledInvalid) {
   const std::string node = slurp(std::string(KGPU_SOURCE_DIR) + "/examples/nodes/dgx-a100-mig.yaml");
   Agent agent(node, "flags:\n  migStrategy: single\n");
-  ASSERT_TRUE(eventually([&] { return agent.log().find("migStrategy single") != std::string::npos; })) << agent.log();
-  EXPECT_THAT(agent.log(), HasSubstr("use migStrategy mixed"));
+  const auto path = agent.dir().path() / "features.d" / "gfd";
+  ASSERT_TRUE(eventually([&] { return slurp(path).find("MIG-INVALID") != std::string::npos; })) << agent.log();
+  const auto labels = slurp(path);
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-MIG-INVALID\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/gpu.count=0\n"));
+  EXPECT_THAT(labels, HasSubstr("nvidia.com/mig.strategy=single\n"));
+  EXPECT_THAT(agent.log(), HasSubstr("use migStrategy mixed or make the MIG layout uniform"));
+  EXPECT_THAT(agent.metrics(), HasSubstr("\nkgpu_device_plugin_mig_layout_invalid 1\n"));
   EXPECT_TRUE(agent.kubelet().registrations().empty());
+
+  std::ofstream(agent.config_path()) << "flags:\n  migStrategy: mixed\n";
+  auto regs = agent.registrations(4);
+  EXPECT_EQ(regs.size(), 4u);
+  ASSERT_TRUE(eventually([&] {
+    return agent.metrics().find("\nkgpu_device_plugin_mig_layout_invalid 0\n") != std::string::npos;
+  })) << agent.log();
 }
 
 TEST(DevicePlugin, MigMixedLayout) {

@@ -90,10 +90,30 @@ TEST(FakeNode, VaryingValues) {
   EXPECT_DOUBLE_EQ(t.at("gpuTemp", 0, 33), 33);
 }
 
+TEST(FakeNode, FabricAndVirtualizationMode) {
+  Node n = parse_ok("gpus:\n  - model: H100-SXM-80GB\n    virtualizationMode: vgpu\n"
+                    "    fabric: {clusterUuid: c8d4e9a2-1f3b-4c5d-8e6f-0a1b2c3d4e5f, cliqueId: 7, state: in-progress, "
+                    "status: IN_USE}\n");
+  const auto& g = n.gpus[0];
+  EXPECT_EQ(g.virtualization_mode, 2);
+  ASSERT_TRUE(g.fabric);
+  EXPECT_EQ(g.fabric->cluster_uuid[0], 0xc8);
+  EXPECT_EQ(g.fabric->cluster_uuid[15], 0x5f);
+  EXPECT_EQ(g.fabric->clique_id, 7u);
+  EXPECT_EQ(g.fabric->state, 2);
+  EXPECT_EQ(g.fabric->status, 19);
+  EXPECT_FALSE(parse_ok("gpus:\n  - model: L4\n").gpus[0].fabric);
+  EXPECT_NE(parse_error("gpus:\n  - model: L4\n    fabric: {clusterUuid: nope}\n")
+                .find("node.yaml:3: gpus[0].fabric.clusterUuid: 'nope' is not a UUID"),
+            std::string::npos);
+  EXPECT_NE(parse_error("gpus:\n  - model: L4\n    virtualizationMode: vm\n").find("gpus[0].virtualizationMode"),
+            std::string::npos);
+}
+
 TEST(FakeNode, ErrorsNameLineAndField) {
   EXPECT_EQ(parse_error("gpus:\n  - model: H100-SXM-80GB\n    colour: red\n"),
             "node.yaml:3: gpus[0]: unknown field 'colour' (known: model, count, index, uuid, serial, busId, "
-            "numaNode, minorNumber, usedMiB, mig, telemetry, processes)");
+            "numaNode, minorNumber, usedMiB, mig, telemetry, processes, fabric, virtualizationMode)");
   EXPECT_NE(parse_error("gpus:\n  - model: V100\n").find("node.yaml:2: gpus[0].model: unknown GPU model 'V100'"),
             std::string::npos);
   EXPECT_NE(parse_error("preset: dgx-9000\n").find("node.yaml:1: preset: unknown node preset 'dgx-9000'"),

@@ -591,6 +591,49 @@ TEST(GfdLabels, LongModelNameInTheModelLabelKey) {
   EXPECT_THAT(r.warnings, Contains(HasSubstr("too long for a label name")));
 }
 
+gpu::GpuFabric fabric(const std::string& cluster, unsigned clique, bool attached = true) {
+  gpu::GpuFabric f;
+  f.cluster_uuid = cluster;
+  f.clique_id = clique;
+  f.attached = attached;
+  return f;
+}
+
+TEST(GfdLabels, CliqueOfNvLinkFabricGpus) {
+  const std::string cluster = "c8d4e9a2-1f3b-4c5d-8e6f-0a1b2c3d4e5f";
+  std::vector<gpu::GpuInfo> gpus;
+  for (unsigned i = 0; i < 4; ++i) {
+    gpus.push_back(h100(i));
+    gpus.back().fabric = fabric(cluster, 32766);
+  }
+  gpus[3].fabric->attached = false;  // still registering: skipped, as GFD does
+  gpus[3].fabric->clique_id = 0;
+  auto r = label(inventory(gpus), LabelSharing{}, compute_options(inventory(gpus)));
+  EXPECT_EQ(r.labels.at("nvidia.com/gpu.clique"), cluster + ".32766");
+  EXPECT_THAT(r.warnings, IsEmpty());
+
+  // GPUs that disagree: no label, a warning.
+  gpus[1].fabric->clique_id = 7;
+  r = label(inventory(gpus), LabelSharing{}, compute_options(inventory(gpus)));
+  EXPECT_FALSE(r.labels.contains("nvidia.com/gpu.clique"));
+  EXPECT_THAT(r.warnings, Contains(HasSubstr("1 cluster UUIDs and 2 clique IDs")));
+  // No fabric at all (PCIe GPUs, or an older driver): no label.
+  r = label(inventory({l4(0)}), LabelSharing{}, compute_options(inventory({l4(0)})));
+  EXPECT_FALSE(r.labels.contains("nvidia.com/gpu.clique"));
+}
+
+TEST(GfdLabels, VgpuPresentInAGuest) {
+  auto g = l4(0);
+  g.virtualization_mode = 2;  // NVML_GPU_VIRTUALIZATION_MODE_VGPU
+  auto r = label(inventory({g}), LabelSharing{}, compute_options(inventory({g})));
+  EXPECT_EQ(r.labels.at("nvidia.com/vgpu.present"), "true");
+  for (int mode : {0, 1, 3}) {  // none, passthrough, host running the vGPU manager
+    g.virtualization_mode = mode;
+    r = label(inventory({g}), LabelSharing{}, compute_options(inventory({g})));
+    EXPECT_FALSE(r.labels.contains("nvidia.com/vgpu.present")) << mode;
+  }
+}
+
 TEST(SanitizeLabelValue, EdgeCases) {
   EXPECT_EQ(sanitize_label_value("Tesla T4"), "Tesla-T4");
   EXPECT_EQ(sanitize_label_value("NVIDIA TITAN X (Pascal)"), "NVIDIA-TITAN-X-Pascal");

@@ -581,19 +581,25 @@ TEST(SharingAllocate, CdiSpecNamesEveryDeviceByUuidAndIndex) {
   const Config c = config("", o);
   auto plan = make_plan(hgx(2), c);
   HostFacts h = no_host();
-  h.driver_mounts = discover_driver_files("/run/nvidia/driver", [](const std::string& dir) {
+  h.driver = discover_driver_files("/run/nvidia/driver", "550.54.15", [](const std::string& dir) {
     if (dir == "/run/nvidia/driver/usr/lib/x86_64-linux-gnu") {
-      return std::vector<std::string>{"libc.so.6", "libcuda.so.1", "libcuda.so.550.54.15", "libnvidia-ml.so.1"};
+      return std::vector<DirEntry>{{"libc.so.6", ""},
+                                   {"libcuda.so.1", "libcuda.so.550.54.15"},
+                                   {"libcuda.so.550.54.15", ""},
+                                   {"libnvidia-ml.so.1", "libnvidia-ml.so.550.54.15"},
+                                   {"libnvidia-ml.so.550.54.15", ""}};
     }
-    if (dir == "/run/nvidia/driver/usr/bin") return std::vector<std::string>{"nvidia-smi", "bash"};
-    return std::vector<std::string>{};
+    if (dir == "/run/nvidia/driver/usr/bin") return std::vector<DirEntry>{{"nvidia-smi", ""}, {"bash", ""}};
+    return std::vector<DirEntry>{};
   });
-  h.ldcache_hook = "/usr/bin/nvidia-ctk";
-  const auto spec = nlohmann::json::parse(cdi_spec(*plan, c, h));
+  h.hook_tool = "/usr/bin/nvidia-ctk";
+  auto specs = cdi_specs(*plan, c, h);
+  ASSERT_TRUE(specs) << specs.error().message;
+  const auto spec = nlohmann::json::parse(specs->at(0).text);
   EXPECT_EQ(spec["containerEdits"]["env"][0], "NVIDIA_VISIBLE_DEVICES=void");
-  EXPECT_EQ(spec["containerEdits"]["hooks"][0]["hookName"], "createContainer");
-  EXPECT_EQ(spec["containerEdits"]["hooks"][0]["args"][3], "--folder");
-  EXPECT_EQ(spec["containerEdits"]["hooks"][0]["args"][4], "/usr/lib/x86_64-linux-gnu");
+  const auto& ldcache = spec["containerEdits"]["hooks"][2];
+  EXPECT_EQ(ldcache["hookName"], "createContainer");
+  EXPECT_THAT(ldcache["args"], ElementsAre("nvidia-ctk", "hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"));
   EXPECT_EQ(spec["kind"], "k8s.device-plugin.nvidia.com/gpu");
   EXPECT_EQ(spec["cdiVersion"], "0.5.0");
   ASSERT_EQ(spec["devices"].size(), 4u);
@@ -602,10 +608,10 @@ TEST(SharingAllocate, CdiSpecNamesEveryDeviceByUuidAndIndex) {
   EXPECT_EQ(spec["devices"][2]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia1");
   EXPECT_EQ(spec["devices"][2]["containerEdits"]["deviceNodes"][0]["hostPath"], "/run/nvidia/driver/dev/nvidia1");
   const auto& mounts = spec["containerEdits"]["mounts"];
-  ASSERT_EQ(mounts.size(), 4u);  // libcuda x2, libnvidia-ml, nvidia-smi; not libc or bash
-  EXPECT_EQ(mounts[0]["containerPath"], "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
-  EXPECT_EQ(mounts[0]["hostPath"], "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.1");
-  EXPECT_EQ(mounts[3]["containerPath"], "/usr/bin/nvidia-smi");
+  ASSERT_EQ(mounts.size(), 3u);  // libcuda, libnvidia-ml (versioned files), nvidia-smi; not libc or bash
+  EXPECT_EQ(mounts[0]["containerPath"], "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15");
+  EXPECT_EQ(mounts[0]["hostPath"], "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15");
+  EXPECT_EQ(mounts[2]["containerPath"], "/usr/bin/nvidia-smi");
 }
 
 TEST(SharingAllocate, CdiRuntimeWarning) {

@@ -1,5 +1,7 @@
 // Entry points for a GPU's changing readings: utilization, temperature, power and energy, clocks,
 // PCIe replays, row remapping, ECC, field values, modes and clock event reasons.
+#include <cstring>
+
 #include "fake_nvml.h"
 
 using namespace kgpu::fake_nvml;
@@ -201,6 +203,27 @@ FAKE_API Return nvmlDeviceGetPersistenceMode(Device d, int* enabled) {
   if (c.rc != kSuccess) return c.rc;
   if (enabled == nullptr) return kErrorInvalidArgument;
   *enabled = 1;
+  return kSuccess;
+}
+
+FAKE_API Return nvmlDeviceGetVirtualizationMode(Device d, int* mode) {
+  Call c("nvmlDeviceGetVirtualizationMode", d, true, false);
+  if (c.rc != kSuccess) return c.rc;
+  if (mode == nullptr) return kErrorInvalidArgument;
+  *mode = c.gpu->virtualization_mode;
+  return kSuccess;
+}
+
+FAKE_API Return nvmlDeviceGetGpuFabricInfo(Device d, GpuFabricInfo* info) {
+  Call c("nvmlDeviceGetGpuFabricInfo", d, true, false);
+  if (c.rc != kSuccess) return c.rc;
+  if (info == nullptr) return kErrorInvalidArgument;
+  if (!c.gpu->fabric) return kErrorNotSupported;
+  const auto& f = *c.gpu->fabric;
+  std::memcpy(info->clusterUuid, f.cluster_uuid, sizeof info->clusterUuid);
+  info->status = f.status;
+  info->cliqueId = f.clique_id;
+  info->state = f.state;
   return kSuccess;
 }
 

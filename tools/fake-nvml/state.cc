@@ -314,6 +314,51 @@ void parse_gpu(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
   if (n["minorNumber"]) g.minor = c.get<unsigned>(n["minorNumber"], path + ".minorNumber");
   if (n["usedMiB"]) g.base_used_mib = c.get<uint64_t>(n["usedMiB"], path + ".usedMiB");
   if (n["mig"]) parse_mig(c, n["mig"], path + ".mig", g);
+  if (const auto v = n["virtualizationMode"]) {
+    static const std::map<std::string, int> kModes = {
+        {"none", 0}, {"passthrough", 1}, {"vgpu", 2}, {"host-vgpu", 3}, {"host-vsga", 4}};
+    const auto m = c.get<std::string>(v, path + ".virtualizationMode");
+    auto it = kModes.find(m);
+    if (it == kModes.end()) {
+      c.error(v, path + ".virtualizationMode", fmt::format("'{}': none, passthrough, vgpu, host-vgpu or host-vsga", m));
+    }
+    g.virtualization_mode = it->second;
+  }
+  if (const auto f = n["fabric"]) {
+    const std::string fp = path + ".fabric";
+    if (!f.IsMap()) c.error(f, fp, "expected a mapping with clusterUuid, cliqueId, state, status");
+    c.keys(f, fp, {"clusterUuid", "cliqueId", "state", "status"});
+    Fabric fab;
+    if (f["clusterUuid"]) {
+      const auto u = c.get<std::string>(f["clusterUuid"], fp + ".clusterUuid");
+      std::string hex;
+      for (char ch : u) {
+        if (ch != '-') hex.push_back(ch);
+      }
+      if (hex.size() != 32 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+        c.error(f["clusterUuid"], fp + ".clusterUuid", fmt::format("'{}' is not a UUID", u));
+      }
+      for (size_t i = 0; i < 16; ++i) fab.cluster_uuid[i] = static_cast<unsigned char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+    }
+    if (f["cliqueId"]) fab.clique_id = c.get<unsigned>(f["cliqueId"], fp + ".cliqueId");
+    if (f["state"]) {
+      static const std::map<std::string, unsigned char> kStates = {
+          {"not-supported", 0}, {"not-started", 1}, {"in-progress", 2}, {"completed", 3}};
+      const auto st = c.get<std::string>(f["state"], fp + ".state");
+      auto it = kStates.find(st);
+      if (it == kStates.end()) {
+        c.error(f["state"], fp + ".state", fmt::format("'{}': not-supported, not-started, in-progress or completed", st));
+      }
+      fab.state = it->second;
+    }
+    if (f["status"]) {
+      const auto st = c.get<std::string>(f["status"], fp + ".status");
+      const int rc = nvml::return_from_name(st.c_str());
+      if (rc < 0) c.error(f["status"], fp + ".status", fmt::format("'{}' is not an NVML return code name", st));
+      fab.status = rc;
+    }
+    g.fabric = fab;
+  }
   if (n["telemetry"]) {
     const auto t = n["telemetry"];
     if (!t.IsMap()) c.error(t, path + ".telemetry", "expected a mapping");
@@ -416,7 +461,7 @@ Node parse(const Ctx& c, const YAML::Node& root) {
       const auto& e = gpus[i];
       c.keys(e, path,
              {"model", "count", "index", "uuid", "serial", "busId", "numaNode", "minorNumber", "usedMiB", "mig",
-              "telemetry", "processes"});
+              "telemetry", "processes", "fabric", "virtualizationMode"});
       if (preset != nullptr) {
         // With a preset, entries modify the preset's GPUs (by index, else in order).
         if (e["model"] || e["count"]) c.error(e, path, "model/count come from the preset; remove them or the preset");

@@ -52,6 +52,14 @@ struct MigInstance {
   Telemetry telemetry;  // GPM readings of this instance (nvmlGpmMigSampleGet)
 };
 
+// NVML GPU fabric info of a GPU in a multi-node NVLink domain (docs/fake-nvml.md, `fabric`).
+struct Fabric {
+  unsigned char cluster_uuid[16] = {};
+  unsigned clique_id = 0;
+  unsigned char state = 3;  // NVML_GPU_FABRIC_STATE_COMPLETED
+  int status = 0;           // NVML return code of the registration
+};
+
 struct Gpu {
   const ModelSpec* model = nullptr;
   std::string uuid;
@@ -67,6 +75,8 @@ struct Gpu {
   Telemetry telemetry;
   std::vector<Process> processes;
   uint64_t base_used_mib = 0;
+  std::optional<Fabric> fabric;  // nullopt: nvmlDeviceGetGpuFabricInfo answers NOT_SUPPORTED
+  int virtualization_mode = 0;   // nvmlGpuVirtualizationMode_t
 
   std::string bus_id() const;  // "00000000:18:00.0"
 };

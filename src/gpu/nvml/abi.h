@@ -58,6 +58,27 @@ using GpuInstance = struct GpuInstanceOpaque*;
 using GpmSample = struct GpmSampleOpaque*;
 
 inline constexpr unsigned kInitFlagNoGpus = 1;
+
+// nvmlGpuFabricInfo_t (nvmlDeviceGetGpuFabricInfo): a GPU's place in an NVLink fabric (multi-node
+// NVLink, IMEX). `state` is nvmlGpuFabricState_t, one byte.
+inline constexpr unsigned kGpuFabricUuidLen = 16;
+inline constexpr unsigned char kGpuFabricStateNotSupported = 0;
+inline constexpr unsigned char kGpuFabricStateNotStarted = 1;
+inline constexpr unsigned char kGpuFabricStateInProgress = 2;
+inline constexpr unsigned char kGpuFabricStateCompleted = 3;
+struct GpuFabricInfo {
+  unsigned char clusterUuid[kGpuFabricUuidLen];
+  Return status;
+  unsigned int cliqueId;
+  unsigned char state;
+};
+
+// nvmlGpuVirtualizationMode_t (nvmlDeviceGetVirtualizationMode).
+inline constexpr int kVirtualizationNone = 0;
+inline constexpr int kVirtualizationPassthrough = 1;
+inline constexpr int kVirtualizationVgpu = 2;  // a vGPU, seen from the guest
+inline constexpr int kVirtualizationHostVgpu = 3;
+inline constexpr int kVirtualizationHostVsga = 4;
 inline constexpr unsigned kInitFlagNoAttach = 2;
 
 inline constexpr unsigned kSystemDriverVersionBufferSize = 80;
@@ -320,6 +341,8 @@ static_assert(sizeof(GpuInstanceInfo) == 24 && offsetof(GpuInstanceInfo, id) == 
 static_assert(sizeof(DeviceAttributes) == 40 && offsetof(DeviceAttributes, gpuInstanceSliceCount) == 24 &&
               offsetof(DeviceAttributes, memorySizeMB) == 32);
 static_assert(sizeof(GpmSupport) == 8);
+static_assert(sizeof(GpuFabricInfo) == 28 && offsetof(GpuFabricInfo, status) == 16 &&
+              offsetof(GpuFabricInfo, cliqueId) == 20 && offsetof(GpuFabricInfo, state) == 24);
 static_assert(sizeof(GpmMetric) == 40 && offsetof(GpmMetric, value) == 8 && offsetof(GpmMetric, unit) == 32);
 static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, metrics) == 24);
 
@@ -363,6 +386,8 @@ static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, m
   X(nvmlDeviceGetFieldValues, (kgpu::nvml::Device device, int valuesCount, kgpu::nvml::FieldValue* values))         \
   X(nvmlDeviceGetComputeMode, (kgpu::nvml::Device device, int* mode))                                               \
   X(nvmlDeviceGetPersistenceMode, (kgpu::nvml::Device device, int* enabled))                                        \
+  X(nvmlDeviceGetGpuFabricInfo, (kgpu::nvml::Device device, kgpu::nvml::GpuFabricInfo * info))                      \
+  X(nvmlDeviceGetVirtualizationMode, (kgpu::nvml::Device device, int* mode))                                        \
   X(nvmlDeviceGetCurrentClocksEventReasons, (kgpu::nvml::Device device, unsigned long long* reasons))               \
   X(nvmlDeviceGetComputeRunningProcesses_v3,                                                                        \
     (kgpu::nvml::Device device, unsigned int* infoCount, kgpu::nvml::ProcessInfo* infos))                           \
