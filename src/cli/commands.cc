@@ -235,8 +235,9 @@ int run(int argc, char** argv) {
       ->envname("DCGM_EXPORTER_LISTEN")
       ->capture_default_str();
   agent_cmd
-      ->add_option("--web-config-file", ao.http.web_config_file,
-                   "TLS and basic-auth config of the metrics port, Prometheus exporter-toolkit format (docs/metrics.md)")
+      ->add_option(
+          "--web-config-file", ao.http.web_config_file,
+          "TLS and basic-auth config of the metrics port, Prometheus exporter-toolkit format (docs/metrics.md)")
       ->envname("DCGM_EXPORTER_WEB_CONFIG_FILE")
       ->type_name("PATH");
   std::string log_level = "info", log_format = "text";

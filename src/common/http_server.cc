@@ -75,7 +75,9 @@ Result<std::shared_ptr<const WebState>> make_state(WebConfig config) {
       return fail(ErrorCode::kInvalidArgument, "{}: tls_server_config: the client CA does not load: {}", path,
                   gnutls_strerror(n));
     }
-    if (n == 0) return fail(ErrorCode::kInvalidArgument, "{}: tls_server_config: the client CA holds no certificate", path);
+    if (n == 0) {
+      return fail(ErrorCode::kInvalidArgument, "{}: tls_server_config: the client CA holds no certificate", path);
+    }
   } else if (t.cert_verified()) {
     gnutls_certificate_set_x509_system_trust(state->cred);  // as Go verifies without ClientCAs
   }
@@ -83,8 +85,9 @@ Result<std::shared_ptr<const WebState>> make_state(WebConfig config) {
   const char* where = nullptr;
   if (int rc = gnutls_priority_init(&state->priority, priority.c_str(), &where); rc < 0) {
     state->priority = nullptr;
-    return fail(ErrorCode::kInvalidArgument, "{}: tls_server_config: GnuTLS refuses the versions, suites or curves "
-                "(\"{}\" at \"{}\"): {}", path, priority, where != nullptr ? where : "", gnutls_strerror(rc));
+    return fail(ErrorCode::kInvalidArgument,
+                "{}: tls_server_config: GnuTLS refuses the versions, suites or curves (\"{}\" at \"{}\"): {}", path,
+                priority, where != nullptr ? where : "", gnutls_strerror(rc));
   }
   return std::shared_ptr<const WebState>(std::move(state));
 }
@@ -170,8 +173,7 @@ int verify_client(gnutls_session_t session) {
   if (t.client_allowed_sans) {
     const auto sans = subject_alt_names(certs[0]);
     const bool allowed = std::any_of(sans.begin(), sans.end(), [&](const std::string& s) {
-      return std::find(t.client_allowed_sans->begin(), t.client_allowed_sans->end(), s) !=
-             t.client_allowed_sans->end();
+      return std::find(t.client_allowed_sans->begin(), t.client_allowed_sans->end(), s) != t.client_allowed_sans->end();
     });
     if (!allowed) {
       log::debug("TLS client certificate refused: no SAN in client_allowed_sans");
@@ -362,7 +364,8 @@ struct HttpServer::Impl {
     if (it == auth_cache.end()) {
       const auto now = std::chrono::steady_clock::now();
       const double rate = options.password_checks_per_second;
-      check_tokens = std::min(std::max(rate, 1.0), check_tokens + rate * std::chrono::duration<double>(now - check_tokens_at).count());
+      check_tokens = std::min(std::max(rate, 1.0),
+                              check_tokens + rate * std::chrono::duration<double>(now - check_tokens_at).count());
       check_tokens_at = now;
       if (check_tokens < 1) return Auth::kBusy;
       check_tokens -= 1;
@@ -536,7 +539,7 @@ Result<int> HttpServer::start(const std::string& host, int port) {
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, impl_->options.max_header_bytes,
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(impl_->options.idle_timeout.count()),
       MHD_OPTION_NOTIFY_CONNECTION, &Impl::on_connection, impl_.get(),  //
-      MHD_OPTION_ARRAY, tls_options.data(),                                  //
+      MHD_OPTION_ARRAY, tls_options.data(),                             //
       MHD_OPTION_END);
   if (impl_->daemon == nullptr) {
     close(fd);

@@ -49,7 +49,7 @@ struct HttpServerOptions {
   unsigned max_connections = 2048;
   size_t max_header_bytes = 16 * 1024;
   std::chrono::seconds idle_timeout{120};
-  std::string web_config_file;  // "" = plain HTTP without authentication
+  std::string web_config_file;                       // "" = plain HTTP without authentication
   std::chrono::milliseconds web_config_check{1000};  // how often, at most, its files are looked at
   double password_checks_per_second = 4;             // uncached bcrypt checks (also the burst)
 };

@@ -110,8 +110,7 @@ class Reader {
       if (!kv.first.IsScalar()) return error(kv.first, field, "expected string keys");
       const std::string& key = kv.first.Scalar();
       const std::string name = field.empty() ? key : field + "." + key;
-      if (known.size() != 0 &&
-          std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
+      if (known.size() != 0 && std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
         return error(kv.first, name, "unknown field");
       }
       if (!seen.insert(key).second) return error(kv.first, name, "repeated");
@@ -176,8 +175,8 @@ std::optional<std::string> bcrypt_problem(const std::string& hash, int max_cost)
   const int cost = (hash[4] - '0') * 10 + (hash[5] - '0');
   if (cost < 4 || cost > 31) return fmt::format("bcrypt cost {} is outside 4..31", cost);
   if (cost > max_cost) {
-    return fmt::format("bcrypt cost {} is above the limit of {} (each check would hold the server for seconds)",
-                       cost, max_cost);
+    return fmt::format("bcrypt cost {} is above the limit of {} (each check would hold the server for seconds)", cost,
+                       max_cost);
   }
   if (hash.find_first_not_of(kAlphabet, 7) != std::string::npos) return "not a bcrypt hash (bad character)";
   return std::nullopt;
@@ -193,10 +192,10 @@ std::optional<V> lookup(const std::array<std::pair<const char*, V>, N>& table, s
 
 Result<void> parse_tls(Reader& r, const YAML::Node& node, WebConfig& out) {
   const std::string f = "tls_server_config";
-  auto fields = r.entries(node, f,
-                          {"cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file",
-                           "cipher_suites", "curve_preferences", "min_version", "max_version",
-                           "prefer_server_cipher_suites", "client_allowed_sans"});
+  auto fields = r.entries(
+      node, f,
+      {"cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file", "cipher_suites",
+       "curve_preferences", "min_version", "max_version", "prefer_server_cipher_suites", "client_allowed_sans"});
   if (!fields) return std::unexpected(fields.error());
   WebTlsConfig tls;
   std::string cert, key, ca, cert_file, key_file, ca_file, client_auth;
@@ -215,13 +214,20 @@ Result<void> parse_tls(Reader& r, const YAML::Node& node, WebConfig& out) {
       return {};
     };
     Result<void> ok;
-    if (name == "cert") ok = text(cert, cert_node, kInlineMax);
-    else if (name == "key") ok = text(key, key_node, kInlineMax);
-    else if (name == "client_ca") ok = text(ca, ca_node, kInlineMax);
-    else if (name == "cert_file") ok = text(cert_file, cert_node, 4096);
-    else if (name == "key_file") ok = text(key_file, key_node, 4096);
-    else if (name == "client_ca_file") ok = text(ca_file, ca_node, 4096);
-    else if (name == "client_auth_type") ok = text(client_auth, auth_node, 64);
+    if (name == "cert")
+      ok = text(cert, cert_node, kInlineMax);
+    else if (name == "key")
+      ok = text(key, key_node, kInlineMax);
+    else if (name == "client_ca")
+      ok = text(ca, ca_node, kInlineMax);
+    else if (name == "cert_file")
+      ok = text(cert_file, cert_node, 4096);
+    else if (name == "key_file")
+      ok = text(key_file, key_node, 4096);
+    else if (name == "client_ca_file")
+      ok = text(ca_file, ca_node, 4096);
+    else if (name == "client_auth_type")
+      ok = text(client_auth, auth_node, 64);
     if (!ok) return ok;
     if (name == "cipher_suites") {
       auto list = r.strings(v, field);
@@ -236,7 +242,8 @@ Result<void> parse_tls(Reader& r, const YAML::Node& node, WebConfig& out) {
       auto list = r.strings(v, field);
       if (!list) return std::unexpected(list.error());
       for (const auto& s : *list) {
-        if (!lookup(kCurves, s)) return r.error(v, field, "unknown curve: {} (known: CurveP256, CurveP384, CurveP521, X25519)", s);
+        if (!lookup(kCurves, s))
+          return r.error(v, field, "unknown curve: {} (known: CurveP256, CurveP384, CurveP521, X25519)", s);
       }
       tls.curve_preferences = std::move(*list);
     } else if (name == "min_version" || name == "max_version") {

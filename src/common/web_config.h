@@ -61,9 +61,9 @@ struct WebTlsConfig {
 };
 
 struct WebConfig {
-  std::string path;                 // the file it came from
-  std::optional<WebTlsConfig> tls;  // nullopt: plain HTTP
-  bool http2 = true;                // accepted for compatibility; HTTP/1.1 is served
+  std::string path;                                          // the file it came from
+  std::optional<WebTlsConfig> tls;                           // nullopt: plain HTTP
+  bool http2 = true;                                         // accepted for compatibility; HTTP/1.1 is served
   std::vector<std::pair<std::string, std::string>> headers;  // added to every response
   std::vector<std::pair<std::string, std::string>> users;    // user name -> bcrypt hash, sorted by name
   std::chrono::nanoseconds rate_interval{0};                 // 0 = no rate limit

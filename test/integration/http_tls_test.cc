@@ -49,9 +49,7 @@ class HttpTlsTest : public ::testing::Test {
     std::filesystem::rename(dir_.path() / "web.yml.new", config_);
   }
 
-  std::string tls_block() const {
-    return "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
-  }
+  std::string tls_block() const { return "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"; }
 
   TempDir dir_;
   TestCa ca_{dir_, "ca"};
@@ -100,8 +98,9 @@ TEST_F(HttpTlsTest, ClientCertificatesAreVerified) {
   const auto good = ca_.client("scraper", "DNS:scraper.example,URI:spiffe://cluster/prometheus");
   const auto unlisted = ca_.client("intruder", "DNS:intruder.example");
   const auto foreign = other.client("foreign", "DNS:scraper.example");
-  const int port = start(tls_block() + "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n"
-                                       "  client_allowed_sans: [spiffe://cluster/prometheus]\n");
+  const int port = start(tls_block() +
+                         "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n"
+                         "  client_allowed_sans: [spiffe://cluster/prometheus]\n");
   ASSERT_NE(port, 0);
   auto ok = https_get(port, "/metrics", {.ca = ca_.cert(), .client = good});
   EXPECT_EQ(ok.status, 200) << ok.error;
@@ -130,8 +129,9 @@ TEST_F(HttpTlsTest, VersionsAndSuitesAreEnforced) {
   auto old = https_get(port, "/metrics", {.ca = ca_.cert(), .max_tls = CURL_SSLVERSION_MAX_TLSv1_2});
   EXPECT_NE(old.curl_code, 0) << "TLS 1.2 offered to a TLS 1.3-only server";
 
-  rewrite(tls_block() + "  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]\n"
-                        "  curve_preferences: [CurveP384]\n");
+  rewrite(tls_block() +
+          "  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]\n"
+          "  curve_preferences: [CurveP384]\n");
   EXPECT_EQ(https_get(port, "/metrics", {.ca = ca_.cert(), .ciphers = "ECDHE-RSA-AES256-GCM-SHA384"}).status, 200);
   EXPECT_EQ(server_http_->web_config_status().loads, 2u) << server_http_->web_config_status().last_error;
   EXPECT_NE(https_get(port, "/metrics", {.ca = ca_.cert(), .ciphers = "ECDHE-RSA-AES128-GCM-SHA256"}).curl_code, 0)
@@ -214,7 +214,8 @@ TEST_F(HttpTlsTest, StartRefusesABadConfig) {
            {"tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_ca_file: ca.crt\n",
             "client CA's have been configured without a Client Auth Policy"},
            {"tls_server_config:\n  cert_file: server.crt\n  key_file: ca.key\n", "the certificate and key do not load"},
-           {"tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_auth_type: RequireAnyClientCert\n"
+           {"tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_auth_type: "
+            "RequireAnyClientCert\n"
             "  client_ca: not a certificate\n",
             "client CA"},
            {"basic_auth_users: [alice]\n", "basic_auth_users: expected a mapping"},

@@ -45,17 +45,19 @@ class PrometheusTlsTest : public ::testing::Test {
     ASSERT_NE(agent_port_, 0) << log("agent.log");
 
     const std::string target = "    static_configs: [{targets: ['127.0.0.1:" + std::to_string(agent_port_) + "']}]\n";
-    const std::string tls = "    scheme: https\n    tls_config: {ca_file: " + ca_.cert() + ", cert_file: " + client_.cert +
-                            ", key_file: " + client_.key + "}\n";
+    const std::string tls = "    scheme: https\n    tls_config: {ca_file: " + ca_.cert() +
+                            ", cert_file: " + client_.cert + ", key_file: " + client_.key + "}\n";
     const auto config = dir_.write(
         "prometheus.yml",
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         "scrape_configs:\n"
-        "  - job_name: tls\n" + tls + "    basic_auth: {username: prometheus, password: s3cret}\n" + target +
-        "  - job_name: wrong-password\n" + tls + "    basic_auth: {username: prometheus, password: guess}\n" + target +
-        "  - job_name: no-client-cert\n    scheme: https\n    tls_config: {ca_file: " + ca_.cert() + "}\n"
-        "    basic_auth: {username: prometheus, password: s3cret}\n" + target +
-        "  - job_name: plain-http\n    basic_auth: {username: prometheus, password: s3cret}\n" + target);
+        "  - job_name: tls\n" +
+            tls + "    basic_auth: {username: prometheus, password: s3cret}\n" + target +
+            "  - job_name: wrong-password\n" + tls + "    basic_auth: {username: prometheus, password: guess}\n" +
+            target + "  - job_name: no-client-cert\n    scheme: https\n    tls_config: {ca_file: " + ca_.cert() +
+            "}\n"
+            "    basic_auth: {username: prometheus, password: s3cret}\n" +
+            target + "  - job_name: plain-http\n    basic_auth: {username: prometheus, password: s3cret}\n" + target);
     prometheus_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{"/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + d + "/tsdb",
                                  "--web.listen-address=127.0.0.1:0", "--log.level=warn"},
@@ -71,7 +73,8 @@ class PrometheusTlsTest : public ::testing::Test {
            "  client_auth_type: RequireAndVerifyClientCert\n"
            "  client_ca_file: ca.crt\n"
            "basic_auth_users:\n"
-           "  prometheus: " + hash + "\n";
+           "  prometheus: " +
+           hash + "\n";
   }
 
   json get(const std::string& path, const httplib::Params& params = {}) {
@@ -115,8 +118,14 @@ class PrometheusTlsTest : public ::testing::Test {
 TEST_F(PrometheusTlsTest, ScrapesOverTlsWithClientCertAndBasicAuth) {
   const auto limit = std::chrono::seconds(40);
   ASSERT_TRUE(eventually([&] { return value("up{job=\"tls\"}") == 1.0; }, limit))
-      << last_error("tls") << "\nagent log:\n" << log("agent.log") << "\nprometheus log:\n" << log("prometheus.log");
-  EXPECT_TRUE(eventually([&] { return get("/api/v1/query", {{"query", "DCGM_FI_DEV_GPU_TEMP{job=\"tls\"}"}})["result"].size() == 2; }, limit));
+      << last_error("tls") << "\nagent log:\n"
+      << log("agent.log") << "\nprometheus log:\n"
+      << log("prometheus.log");
+  EXPECT_TRUE(eventually(
+      [&] {
+        return get("/api/v1/query", {{"query", "DCGM_FI_DEV_GPU_TEMP{job=\"tls\"}"}})["result"].size() == 2;
+      },
+      limit));
 
   // Wrong password: 401, the target is down. No client certificate, or plain HTTP: no scrape.
   // (The target's lastError is recorded just after its up sample: both are waited for.)

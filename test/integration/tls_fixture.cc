@@ -49,7 +49,8 @@ CertFiles TestCa::sign(const std::string& name, const std::string& extensions) c
 }
 
 CertFiles TestCa::server(const std::string& name) const {
-  return sign(name, "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n");
+  return sign(name,
+              "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n");
 }
 
 CertFiles TestCa::client(const std::string& name, const std::string& sans) const {
@@ -88,7 +89,8 @@ HttpsResult https_get(int port, const std::string& path, const HttpsOptions& o) 
   if (o.min_tls != 0 || o.max_tls != 0) curl_easy_setopt(curl, CURLOPT_SSLVERSION, o.min_tls | o.max_tls);
   if (!o.ciphers.empty()) curl_easy_setopt(curl, CURLOPT_SSL_CIPHER_LIST, o.ciphers.c_str());
   r.curl_code = curl_easy_perform(curl);
-  if (r.curl_code != CURLE_OK) r.error = error[0] != '\0' ? error : curl_easy_strerror(static_cast<CURLcode>(r.curl_code));
+  if (r.curl_code != CURLE_OK)
+    r.error = error[0] != '\0' ? error : curl_easy_strerror(static_cast<CURLcode>(r.curl_code));
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
   curl_easy_cleanup(curl);
   return r;

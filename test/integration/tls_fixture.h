@@ -33,13 +33,13 @@ class TestCa {
 };
 
 struct HttpsOptions {
-  std::string ca{};                    // trust for the server's certificate ("" = none: not verified)
-  CertFiles client{};                  // client certificate ("" = none)
+  std::string ca{};                      // trust for the server's certificate ("" = none: not verified)
+  CertFiles client{};                    // client certificate ("" = none)
   std::optional<std::string> userpwd{};  // "user:password" for basic auth
-  long max_tls = 0;                    // CURL_SSLVERSION_MAX_* (0 = default)
-  long min_tls = 0;                    // CURL_SSLVERSION_TLSv1_* (0 = default)
-  std::string ciphers{};               // OpenSSL cipher list for TLS 1.2 ("" = default)
-  bool plain_http = false;             // http:// instead of https://
+  long max_tls = 0;                      // CURL_SSLVERSION_MAX_* (0 = default)
+  long min_tls = 0;                      // CURL_SSLVERSION_TLSv1_* (0 = default)
+  std::string ciphers{};                 // OpenSSL cipher list for TLS 1.2 ("" = default)
+  bool plain_http = false;               // http:// instead of https://
 };
 
 struct HttpsResult {

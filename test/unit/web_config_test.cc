@@ -55,7 +55,9 @@ TEST_F(WebConfigTest, FullConfigIsRead) {
   auto c = parse(
       "tls_server_config:\n"
       "  cert_file: tls/server.crt\n"
-      "  key_file: " + (dir_ / "tls/server.key").string() + "\n"
+      "  key_file: " +
+      (dir_ / "tls/server.key").string() +
+      "\n"
       "  client_auth_type: RequireAndVerifyClientCert\n"
       "  client_ca_file: tls/ca.crt\n"
       "  client_allowed_sans: [scraper.example, 10.0.0.7]\n"
@@ -71,8 +73,12 @@ TEST_F(WebConfigTest, FullConfigIsRead) {
       "    Strict-Transport-Security: max-age=31536000\n"
       "    X-XSS-Protection: ''\n"
       "basic_auth_users:\n"
-      "  zed: " + hash_ + "\n"
-      "  alice: " + hash_ + "\n"
+      "  zed: " +
+      hash_ +
+      "\n"
+      "  alice: " +
+      hash_ +
+      "\n"
       "rate_limit:\n"
       "  interval: 1m30s\n"
       "  burst: 5\n");
@@ -110,9 +116,10 @@ TEST_F(WebConfigTest, InlineCertificatesAndDefaults) {
 }
 
 TEST_F(WebConfigTest, SuitesMakeTheUnionOfTheirParts) {
-  auto c = parse("tls_server_config:\n  cert_file: tls/server.crt\n  key_file: tls/server.key\n  min_version: TLS10\n"
-                 "  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, "
-                 "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]\n");
+  auto c = parse(
+      "tls_server_config:\n  cert_file: tls/server.crt\n  key_file: tls/server.key\n  min_version: TLS10\n"
+      "  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, "
+      "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]\n");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->tls->gnutls_priority(),
             "NORMAL:-VERS-ALL:+VERS-TLS1.2:+VERS-TLS1.1:+VERS-TLS1.0:-CIPHER-ALL:-MAC-ALL:+AES-128-CBC:+AES-256-GCM:"
@@ -129,7 +136,8 @@ TEST_F(WebConfigTest, ErrorsNameFileLineAndField) {
            {"basic_auth_users: {}\nbasic_auth_users: {}\n", ":2: basic_auth_users: repeated"},
            {"extra: 1\n", ":1: extra: unknown field"},
            {"- a\n", "expected a mapping"},
-           {tls + "  client_auth_type: Sometimes\n", ":4: tls_server_config.client_auth_type: invalid ClientAuth: Sometimes"},
+           {tls + "  client_auth_type: Sometimes\n",
+            ":4: tls_server_config.client_auth_type: invalid ClientAuth: Sometimes"},
            {tls + "  min_version: TLS14\n", ":4: tls_server_config.min_version: unknown TLS version: TLS14"},
            {tls + "  min_version: TLS13\n  max_version: TLS12\n", "min_version is above max_version"},
            {tls + "  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n", "unknown cipher: TLS_RSA_WITH_RC4_128_SHA"},
