@@ -160,5 +160,16 @@ TEST_F(PrometheusTlsTest, ScrapesOverTlsWithClientCertAndBasicAuth) {
       << last_error("tls");
 }
 
+TEST(AgentWebConfig, ABadConfigStopsTheStart) {
+  TempDir dir;
+  const auto node = dir.write("node.yaml", "preset: pcie-t4-2\n");
+  const auto bad =
+      dir.write("web.yml", "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n  min_version: SSL3\n");
+  auto out = run_command("KGPU_FAKE_NVML_CONFIG=" + node + " " + KGPU_BINARY + " agent -a 127.0.0.1:0 --nvml-library " +
+                         fake_library() + " --pod-resources-socket '' --device-plugin=false --web-config-file " + bad);
+  EXPECT_EQ(out.status, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr(bad + ":4: tls_server_config.min_version: unknown TLS version: SSL3"));
+}
+
 }  // namespace
 }  // namespace kgpu
