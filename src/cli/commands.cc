@@ -235,6 +235,12 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("-a,--address", ao.address, "Address to serve /metrics and /health on ([host]:port)")
       ->envname("DCGM_EXPORTER_LISTEN")
       ->capture_default_str();
+  agent_cmd
+      ->add_option(
+          "--web-config-file", ao.http.web_config_file,
+          "TLS and basic-auth config of the metrics port, Prometheus exporter-toolkit format (docs/metrics.md)")
+      ->envname("DCGM_EXPORTER_WEB_CONFIG_FILE")
+      ->type_name("PATH");
   std::string log_level = "info", log_format = "text";
   agent_cmd->add_option("--log-level", log_level, "Lowest level logged: debug, info, warn or error")
       ->envname("KGPU_LOG_LEVEL")

@@ -12,8 +12,20 @@
 // Responses go out in one write where the socket allows it, with TCP_NODELAY set, so a kept-alive
 // scrape never waits on the client's delayed ACK.
 //
+// With a web config file (common/web_config.h, the Prometheus exporter-toolkit format) the server
+// also speaks TLS (GnuTLS through libmicrohttpd), asks for and verifies client certificates, checks
+// basic-auth users (401 with `WWW-Authenticate: Basic` otherwise), adds the configured headers and
+// answers 429 beyond the rate limit. The file and the files it names are checked for changes at
+// most every `web_config_check` (on a new connection or request): a changed file is loaded and
+// applies to the next handshake and request; a bad one is logged once (naming file, line and field)
+// and the last good config keeps serving. TLS itself cannot be switched on or off while serving.
+// A bcrypt check runs on the server's thread; answers are cached per user, hash and password, and
+// at most `password_checks_per_second` uncached checks run a second (beyond: 429 with
+// Retry-After: 1, no check), so a flood of made-up passwords cannot hold the thread.
+//
 // Threads: handlers run on the server's thread, one at a time; they must be quick (copy a
-// prepared page, never call NVML or the kubelet). start()/stop() from one thread.
+// prepared page, never call NVML or the kubelet). start()/stop() from one thread;
+// web_config_status() and connections() from any.
 #pragma once
 
 #include <chrono>
@@ -37,6 +49,16 @@ struct HttpServerOptions {
   unsigned max_connections = 2048;
   size_t max_header_bytes = 16 * 1024;
   std::chrono::seconds idle_timeout{120};
+  std::string web_config_file;                       // "" = plain HTTP without authentication
+  std::chrono::milliseconds web_config_check{1000};  // how often, at most, its files are looked at
+  double password_checks_per_second = 4;             // uncached bcrypt checks (also the burst)
+};
+
+struct WebConfigStatus {
+  bool tls = false;
+  unsigned long loads = 0;     // configs taken into service (the first included)
+  unsigned long failures = 0;  // changed configs refused (the last good one kept serving)
+  std::string last_error;      // "" once a good config is in service again
 };
 
 class HttpServer {
@@ -52,13 +74,14 @@ class HttpServer {
   void route(std::string path, Handler handler);
 
   // Binds host:port (port 0: one the system chooses) and starts serving. Returns the bound port.
-  // Errors name the address and the system's reason.
+  // Errors name the address and the system's reason, or the web config's file, line and field.
   Result<int> start(const std::string& host, int port);
   // Stops accepting, closes every connection and joins the thread. Idempotent.
   void stop();
 
   // Connections open now (for the agent's own metrics and tests).
   unsigned connections() const;
+  WebConfigStatus web_config_status() const;
 
  private:
   struct Impl;

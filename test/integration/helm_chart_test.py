@@ -160,6 +160,8 @@ try:
         (["--set-string", "config.map.bad/name=version: v1"], "'bad/name' does not match"),
         (["--set", "devicePlugin.enabled=false,gfd.enabled=false,dcgmExporter.enabled=false"], "nothing to install"),
         (["--set", "serviceMonitor.interval=15 seconds"], "/serviceMonitor/interval"),
+        (["--set", "webConfig.probeScheme=https"], "/webConfig/probeScheme"),
+        (["--set", "webConfig.secretName=Bad_Name"], "/webConfig/secretName"),
     ]:
         r = template(*args)
         check(r.returncode != 0 and needle in r.stderr, f"refused {args}, naming {needle!r}", r.stderr.strip()[-300:])
@@ -261,6 +263,25 @@ try:
     ep = sm["spec"]["endpoints"][0]
     check(ep["interval"] == "30s" and ep["honorLabels"] is True and sm["metadata"]["labels"]["monitoring"] == "prometheus"
           and ep["relabelings"][-1]["targetLabel"] == "kubernetes_node", "serviceMonitor values")
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    vols = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    check(env.get("DCGM_EXPORTER_WEB_CONFIG_FILE") == "/etc/kgpu/web-config/web-config.yaml" and
+          {"name": "web-config", "mountPath": "/etc/kgpu/web-config", "readOnly": True} in c["volumeMounts"] and
+          vols["web-config"]["secret"]["secretName"] == "dcgm-exporter-web-config",
+          "webConfig: the Secret is mounted and named to the agent")
+    probe = c["livenessProbe"]["httpGet"]
+    check(probe["scheme"] == "HTTPS" and probe["httpHeaders"][0]["name"] == "Authorization" and
+          c["readinessProbe"]["httpGet"] == probe, "webConfig: the probes speak HTTPS with the given headers", probe)
+    check(ep["scheme"] == "https" and ep["tlsConfig"]["ca"]["secret"]["key"] == "ca.crt" and
+          ep["basicAuth"]["username"]["name"] == "prometheus-scrape", "webConfig: the ServiceMonitor scrapes over TLS")
+    r = template("-f", os.path.join(chart, "ci/dcgm-exporter-values.yaml"), "--set", "webConfig.probeScheme=TCP")
+    c = find(docs(r.stdout), "DaemonSet")[0]["spec"]["template"]["spec"]["containers"][0]
+    check(c["livenessProbe"].get("tcpSocket") == {"port": "metrics"} and "httpGet" not in c["readinessProbe"],
+          "webConfig.probeScheme=TCP: the probes only open the port")
+    ds = find(rendered["default values"][1], "DaemonSet")[0]
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    check(c["livenessProbe"]["httpGet"] == {"path": "/health", "port": "metrics"} and
+          "DCGM_EXPORTER_WEB_CONFIG_FILE" not in container_env(ds), "default: plain HTTP probes, no web config")
 
     objs = rendered["monitoring-scheduler-values.yaml"][1]
     dep = find(objs, "Deployment")[0]
