@@ -341,8 +341,13 @@ try:
                 env[e["name"]] = relocate(str(e["value"]))
         env["NVIDIA_DRIVER_ROOT"] = "/"  # the host's driver root: the fake driver here
         env.update(extra_env or {})
+        # Stand-ins for the GPUs' device nodes: a CDI spec is written only for devices whose node exists.
+        dev_root = os.path.join(work, "devroot")
+        os.makedirs(os.path.join(dev_root, "dev"), exist_ok=True)
+        for name in [f"nvidia{i}" for i in range(8)] + ["nvidiactl"]:
+            open(os.path.join(dev_root, "dev", name), "a").close()
         extra = ["--nvml-library", fake_nvml, "--pod-resources-socket", "", "--output-file", features,
-                 "--device-plugin-dir", moved["/var/lib/kubelet/device-plugins"], *extra_args]
+                 "--device-plugin-dir", moved["/var/lib/kubelet/device-plugins"], "--dev-root", dev_root, *extra_args]
         log_path = os.path.join(work, f"agent-{len(agent_runs)}.log")
         log = open(log_path, "w")
         proc = subprocess.Popen([kgpu, *args, *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -380,7 +385,8 @@ try:
                 pass
             return "DCGM_FI_DEV_GPU_TEMP{" in page[0]
         wait_for(scraped)
-        check(len(re.findall(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="\d"', page[0], re.M)) == 8, "the agent serves all 8 GPUs")
+        # GPU 7 is MIG-enabled: one series per GPU instance, as dcgm-exporter, so GPUs are counted by index.
+        check(len(set(re.findall(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="(\d)"', page[0], re.M))) == 8, "the agent serves all 8 GPUs")
         check(wait_for(lambda: os.path.exists(features)) and "nvidia.com/gpu.product=" in open(features).read(),
               "the labels reach the features.d mount")
     check(stop_agent(proc) == 0, "the agent stops cleanly on SIGTERM")
