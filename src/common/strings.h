@@ -1,6 +1,7 @@
 // Small string helpers shared by the parsers and renderers.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -19,5 +20,8 @@ std::string escape(std::string_view s, std::initializer_list<std::pair<char, std
 // Splits a listen address "[host]:port" (host empty = all interfaces, "0.0.0.0"; "[::1]" loses
 // its brackets). Errors (kInvalidArgument) name the bad address.
 Result<std::pair<std::string, int>> parse_address(const std::string& address);
+
+// Appends code point `cp` (at most 0x10FFFF; the caller checks) to `out` as UTF-8.
+void append_utf8(std::string& out, uint32_t cp);
 
 }  // namespace kgpu
