@@ -107,7 +107,8 @@ Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
   access.shutdown_client = std::move(*short_client);
   auto client = kube::Client::create(std::move(*config));
   if (!client) return fail_or_none(client.error().wrap("API access"));
-  log::info("API access: honouring GPU assignments", {log::kv("node", node)});
+  log::info(options.device_plugin ? "API access: honouring GPU assignments" : "API access: pod labels and UIDs for metrics",
+            {log::kv("node", node)});
   access.view = make_kube_cluster_view(std::move(*client), node, std::chrono::seconds(5),
                                        !options.plugins.config_dir.dir.empty());
   return access;

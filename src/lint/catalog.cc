@@ -82,7 +82,9 @@ constexpr std::array kRules = {
     RuleInfo{"GPU018", "sticky-xid-alert", Severity::kWarning,
              "An alert compares DCGM_FI_DEV_XID_ERRORS with > 0; the gauge keeps the last XID forever, so the alert "
              "never resolves.",
-             "Alert on changes(DCGM_FI_DEV_XID_ERRORS[10m]) > 0, or on increase(kgpu_xid_events_total[10m]) > 0."},
+             "Alert on increase(kgpu_xid_events_total[10m]) > 0, or on dcgm-exporter's windowed "
+             "DCGM_EXP_XID_ERRORS_COUNT > 0 (changes() on the gauge misses a new XID: its err_code label starts a new "
+             "series)."},
 };
 
 }  // namespace

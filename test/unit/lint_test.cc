@@ -614,7 +614,7 @@ TEST(Report, TextJsonAndSarif) {
   const std::string text = to_text(r);
   EXPECT_THAT(text, HasSubstr("gpu-alerts.yaml:26: warning GPU018 (sticky-xid-alert): alert 'GPUXidError'"));
   EXPECT_THAT(text, HasSubstr("[PrometheusRule gpu-operator/gpu-alerts]"));
-  EXPECT_THAT(text, HasSubstr("fix: Alert on changes(DCGM_FI_DEV_XID_ERRORS[10m]) > 0"));
+  EXPECT_THAT(text, HasSubstr("fix: Alert on increase(kgpu_xid_events_total[10m]) > 0"));
   EXPECT_THAT(text, HasSubstr("broken.yaml:3: input error: bad indentation"));
 
   const nlohmann::json j = to_json(r);
