@@ -186,36 +186,75 @@ TEST_F(DcgmTest, ServesEveryProfilingFieldOfAnA100NodeByUuid) {
   EXPECT_TRUE(logs_.has("reading profiling fields through DCGM embedded in the agent")) << logs_.text();
 }
 
+// A sampler over the fake node whose telemetry DCGM enriches, set up as the agent sets it up
+// (start_profiling with counters `csv`).
+class ProfiledSampler {
+ public:
+  ProfiledSampler(const std::string& hostname, const std::string& csv) {
+    node_ = kgpu::testing::open_fake();
+    if (!node_) {
+      problem_ = "cannot open the fake NVML";
+      return;
+    }
+    auto inv = node_->inventory();
+    if (!inv) {
+      problem_ = inv.error().message;
+      return;
+    }
+    metrics::SamplerOptions so;
+    so.hostname = hostname;
+    so.pod_resources_socket = "";
+    so.interval = std::chrono::hours(1);
+    auto counters = metrics::parse_counters(csv, "dcp.csv");
+    if (!counters) {
+      problem_ = counters.error().message;
+      return;
+    }
+    if (!counters->warnings.empty()) {
+      problem_ = "counters warned: " + counters->warnings.front();
+      return;
+    }
+    so.counters = counters->counters;
+    metrics::DcgmOptions dopt;
+    dopt.library = KGPU_FAKE_DCGM;
+    profiler_ = metrics::start_profiling(dopt, so.counters, *inv, std::chrono::seconds(1), nullptr);
+    if (!profiler_) {
+      problem_ = "no profiler started";
+      return;
+    }
+    so.enrich = [p = profiler_.get()](std::vector<gpu::Telemetry>& ts) { p->fill(ts); };
+    sampler_ = std::make_unique<metrics::Sampler>(*node_, so);
+  }
+  // Why it could not be set up; empty when it is.
+  const std::string& problem() const { return problem_; }
+  const gpu::NodeGpus& node() const { return *node_; }
+  // Samples once and returns the page.
+  std::string sample() {
+    sampler_->sample_now();
+    return *sampler_->page();
+  }
+
+ private:
+  std::string problem_;
+  std::unique_ptr<gpu::NodeGpus> node_;
+  std::unique_ptr<Profiler> profiler_;
+  std::unique_ptr<metrics::Sampler> sampler_;  // calls profiler_: destroyed first
+};
+
 TEST_F(DcgmTest, SamplerPageCarriesTheFieldsWithDcgmExporterLabels) {
-  auto node = kgpu::testing::open_fake();
-  ASSERT_TRUE(node);
-  auto inv = node->inventory();
+  ProfiledSampler s("a100-node",
+                    "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
+                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.\n"
+                    "DCGM_FI_PROF_SM_ACTIVE, gauge, SM active.\n"
+                    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Tensor.\n"
+                    "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM.\n"
+                    "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, TX.\n"
+                    "DCGM_FI_PROF_PCIE_RX_BYTES, gauge, RX.\n"
+                    "DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, NVLink TX.\n");
+  ASSERT_EQ(s.problem(), "");
+  const std::string page = s.sample();
+  auto inv = s.node().inventory();
   ASSERT_TRUE(inv);
-  metrics::SamplerOptions so;
-  so.hostname = "a100-node";
-  so.pod_resources_socket = "";
-  so.interval = std::chrono::hours(1);
-  auto counters = metrics::parse_counters(
-      "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
-      "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.\n"
-      "DCGM_FI_PROF_SM_ACTIVE, gauge, SM active.\n"
-      "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Tensor.\n"
-      "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM.\n"
-      "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, TX.\n"
-      "DCGM_FI_PROF_PCIE_RX_BYTES, gauge, RX.\n"
-      "DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, NVLink TX.\n",
-      "dcp.csv");
-  ASSERT_TRUE(counters) << counters.error().message;
-  EXPECT_TRUE(counters->warnings.empty());
-  so.counters = counters->counters;
-  metrics::DcgmOptions dopt;
-  dopt.library = KGPU_FAKE_DCGM;
-  auto profiler = metrics::start_profiling(dopt, so.counters, *inv, std::chrono::seconds(1), nullptr);
-  ASSERT_TRUE(profiler);
-  so.enrich = [&](std::vector<gpu::Telemetry>& ts) { profiler->fill(ts); };
-  metrics::Sampler s(*node, so);
-  s.sample_now();
-  const std::string page = *s.page();
   const auto& g0 = inv->gpus[0];
   const std::string labels = "{gpu=\"0\",UUID=\"" + std::string(kA0) + "\",pci_bus_id=\"" + g0.pci.bus_id +
                              "\",device=\"nvidia0\",modelName=\"" + g0.name + "\",Hostname=\"a100-node\"}";
@@ -235,8 +274,7 @@ TEST_F(DcgmTest, SamplerPageCarriesTheFieldsWithDcgmExporterLabels) {
 
   // GPU 1 falls off the bus: its series go (NVML and DCGM agree), the others' stay.
   node_.rewrite(a100_node("faults: {lost: [1]}\n"));
-  s.sample_now();
-  const std::string after = *s.page();
+  const std::string after = s.sample();
   EXPECT_EQ(after.find("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=\"1\","), std::string::npos) << after;
   EXPECT_EQ(after.find("DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"1\","), std::string::npos) << after;
   EXPECT_NE(after.find("DCGM_FI_PROF_GR_ENGINE_ACTIVE" + labels + " 0.450000\n"), std::string::npos) << after;
@@ -565,34 +603,17 @@ std::string value_in(const std::string& page, const std::string& family, const s
 TEST_F(DcgmTest, MigInstanceSeriesCarryTheirOwnDcgmValuesAndSurviveARelayout) {
   node_.rewrite(a100_mig_node());
   DcgmSettingsFile settings("gpus:\n  - index: 0\n    instances:\n      - {gpuInstanceId: 3, status: NVML_ERROR}\n");
-  auto node = kgpu::testing::open_fake();
-  ASSERT_TRUE(node);
-  auto inv = node->inventory();
-  ASSERT_TRUE(inv);
-  metrics::SamplerOptions so;
-  so.hostname = "a100-mig";
-  so.pod_resources_socket = "";
-  so.interval = std::chrono::hours(1);
-  auto counters = metrics::parse_counters(
-      "DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n"
-      "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.\n"
-      "DCGM_FI_PROF_SM_ACTIVE, gauge, SM active.\n"
-      "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Tensor.\n"
-      "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM.\n"
-      "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, TX.\n"
-      "DCGM_FI_PROF_PCIE_RX_BYTES, gauge, RX.\n"
-      "DCGM_FI_PROF_PIPE_FP32_ACTIVE, gauge, FP32.\n",
-      "dcp.csv");
-  ASSERT_TRUE(counters) << counters.error().message;
-  so.counters = counters->counters;
-  metrics::DcgmOptions dopt;
-  dopt.library = KGPU_FAKE_DCGM;
-  auto profiler = metrics::start_profiling(dopt, so.counters, *inv, std::chrono::seconds(1), nullptr);
-  ASSERT_TRUE(profiler);
-  so.enrich = [&](std::vector<gpu::Telemetry>& ts) { profiler->fill(ts); };
-  metrics::Sampler s(*node, so);
-  s.sample_now();
-  std::string page = *s.page();
+  ProfiledSampler s("a100-mig",
+                    "DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n"
+                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.\n"
+                    "DCGM_FI_PROF_SM_ACTIVE, gauge, SM active.\n"
+                    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Tensor.\n"
+                    "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM.\n"
+                    "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, TX.\n"
+                    "DCGM_FI_PROF_PCIE_RX_BYTES, gauge, RX.\n"
+                    "DCGM_FI_PROF_PIPE_FP32_ACTIVE, gauge, FP32.\n");
+  ASSERT_EQ(s.problem(), "");
+  std::string page = s.sample();
   auto gi = [](const std::string& profile, unsigned id) {
     return "GPU_I_PROFILE=\"" + profile + "\",GPU_I_ID=\"" + std::to_string(id) + "\",Hostname=\"a100-mig\"}";
   };
@@ -620,8 +641,7 @@ TEST_F(DcgmTest, MigInstanceSeriesCarryTheirOwnDcgmValuesAndSurviveARelayout) {
 
   // The instance recovers.
   settings.rewrite("");
-  s.sample_now();
-  page = *s.page();
+  page = s.sample();
   EXPECT_EQ(value_in(page, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", gi3), "0.610000") << page;
   EXPECT_EQ(value_in(page, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", gi3), "0.330000") << page;
 
@@ -630,8 +650,7 @@ TEST_F(DcgmTest, MigInstanceSeriesCarryTheirOwnDcgmValuesAndSurviveARelayout) {
   node_.rewrite(
       a100_mig_node("[{profile: 4g.40gb, gpuInstanceId: 0, telemetry: {grEngineActive: 71}}, "
                     "{profile: 3g.40gb, gpuInstanceId: 2, telemetry: {grEngineActive: 26}}]"));
-  s.sample_now();
-  page = *s.page();
+  page = s.sample();
   const std::string gi0 = gi("4g.40gb", 0);
   EXPECT_EQ(value_in(page, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", gi0), "0.710000") << page;
   EXPECT_EQ(value_in(page, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", gi2), "0.260000") << page;
