@@ -186,6 +186,15 @@ TEST_F(DcgmTest, ServesEveryProfilingFieldOfAnA100NodeByUuid) {
   EXPECT_TRUE(logs_.has("reading profiling fields through DCGM embedded in the agent")) << logs_.text();
 }
 
+// Counters lines: the five GPM-backed fields and SM_ACTIVE.
+constexpr const char* kDcp =
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.\n"
+    "DCGM_FI_PROF_SM_ACTIVE, gauge, SM active.\n"
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Tensor.\n"
+    "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM.\n"
+    "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, TX.\n"
+    "DCGM_FI_PROF_PCIE_RX_BYTES, gauge, RX.\n";
+
 // A sampler over the fake node whose telemetry DCGM enriches, set up as the agent sets it up
 // (start_profiling with counters `csv`).
 class ProfiledSampler {
@@ -242,15 +251,8 @@ class ProfiledSampler {
 };
 
 TEST_F(DcgmTest, SamplerPageCarriesTheFieldsWithDcgmExporterLabels) {
-  ProfiledSampler s("a100-node",
-                    "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
-                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.\n"
-                    "DCGM_FI_PROF_SM_ACTIVE, gauge, SM active.\n"
-                    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Tensor.\n"
-                    "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM.\n"
-                    "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, TX.\n"
-                    "DCGM_FI_PROF_PCIE_RX_BYTES, gauge, RX.\n"
-                    "DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, NVLink TX.\n");
+  ProfiledSampler s("a100-node", std::string("DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n") + kDcp +
+                                     "DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, NVLink TX.\n");
   ASSERT_EQ(s.problem(), "");
   const std::string page = s.sample();
   auto inv = s.node().inventory();
@@ -603,15 +605,8 @@ std::string value_in(const std::string& page, const std::string& family, const s
 TEST_F(DcgmTest, MigInstanceSeriesCarryTheirOwnDcgmValuesAndSurviveARelayout) {
   node_.rewrite(a100_mig_node());
   DcgmSettingsFile settings("gpus:\n  - index: 0\n    instances:\n      - {gpuInstanceId: 3, status: NVML_ERROR}\n");
-  ProfiledSampler s("a100-mig",
-                    "DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n"
-                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.\n"
-                    "DCGM_FI_PROF_SM_ACTIVE, gauge, SM active.\n"
-                    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Tensor.\n"
-                    "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM.\n"
-                    "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, TX.\n"
-                    "DCGM_FI_PROF_PCIE_RX_BYTES, gauge, RX.\n"
-                    "DCGM_FI_PROF_PIPE_FP32_ACTIVE, gauge, FP32.\n");
+  ProfiledSampler s("a100-mig", std::string("DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n") + kDcp +
+                                    "DCGM_FI_PROF_PIPE_FP32_ACTIVE, gauge, FP32.\n");
   ASSERT_EQ(s.problem(), "");
   std::string page = s.sample();
   auto gi = [](const std::string& profile, unsigned id) {
