@@ -248,7 +248,8 @@ void Sampler::add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders
       }
       // dcgm-exporter's shape: the instance's series carry every field, the GPU-wide readings
       // (clocks, temperatures, power, energy, PCIe, NVLink, XID, ECC) from the parent; NVML gives
-      // framebuffer and GPM ratios per instance; utilization rates are not per instance in NVML
+      // framebuffer and GPM ratios per instance, DCGM profiling fields per GPU instance (the
+      // GPU's own are on no instance series); utilization rates are not per instance in NVML
       // (docs/metrics.md, "MIG").
       if (auto p = parent_at.find(t.gpu_index); p != parent_at.end()) {
         DeviceSample& parent = f.devices[p->second];
@@ -267,6 +268,7 @@ void Sampler::add_devices(std::vector<gpu::Telemetry> ts, const Holders& holders
         merged.dram_active = t.dram_active;
         merged.pcie_tx_bytes_per_s = t.pcie_tx_bytes_per_s;
         merged.pcie_rx_bytes_per_s = t.pcie_rx_bytes_per_s;
+        merged.prof_fields = std::move(t.prof_fields);
         merged.errors = std::move(t.errors);
         t = std::move(merged);
         ds.history = parent.history;

@@ -137,6 +137,28 @@ TEST(FakeDcgmSettings, ParsesAnswersAndFaults) {
   EXPECT_EQ(g.answers.at(kFieldProfPipeFp64Active).status, kNoData);
 }
 
+TEST(FakeDcgmSettings, ParsesMigGpuInstances) {
+  auto s = fake_dcgm::parse_settings(
+      "faults: {hierarchy: NOT_SUPPORTED}\n"
+      "gpus:\n"
+      "  - index: 0\n"
+      "    status: GPU_IS_LOST\n"
+      "    instances:\n"
+      "      - {gpuInstanceId: 3, status: NVML_ERROR}\n"
+      "      - {gpuInstanceId: 9, profiling: false, frozen: true, fields: {DCGM_FI_PROF_SM_ACTIVE: 0.5}}\n",
+      "dcgm.yaml");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->hierarchy_error, kNotSupported);
+  const auto& g = s->gpus.at(0);
+  EXPECT_EQ(g.status, kGpuIsLost);
+  ASSERT_EQ(g.instances.size(), 2u);
+  EXPECT_EQ(g.instances.at(3).status, kNvmlError);
+  EXPECT_TRUE(g.instances.at(3).profiling);
+  EXPECT_FALSE(g.instances.at(9).profiling);
+  EXPECT_TRUE(g.instances.at(9).frozen);
+  EXPECT_DOUBLE_EQ(g.instances.at(9).answers.at(kFieldProfSmActive).number, 0.5);
+}
+
 TEST(FakeDcgmSettings, ErrorsNameFileLineAndField) {
   for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
            {"fautls: {}\n", "dcgm.yaml:1: fautls: unknown field"},
@@ -147,6 +169,15 @@ TEST(FakeDcgmSettings, ErrorsNameFileLineAndField) {
             "gpus[0].fields.DCGM_FI_PROF_SM_ACTIVE: 'lots' is not a number"},
            {"gpus:\n  - index: 40\n", "gpus[0].index: must be below 32"},
            {"gpus:\n  - profiling: false\n", "gpus[0].index: required"},
+           {"gpus:\n  - index: 0\n    instances:\n      - {frozen: true}\n",
+            "dcgm.yaml:4: gpus[0].instances[0].gpuInstanceId: required"},
+           {"gpus:\n  - index: 0\n    instances:\n      - {gpuInstanceId: 15}\n",
+            "gpus[0].instances[0].gpuInstanceId: must be at most 14"},
+           {"gpus:\n  - index: 0\n    instances: {gpuInstanceId: 1}\n", "gpus[0].instances: expected a list"},
+           {"gpus:\n  - index: 0\n    instances:\n      - {gpuInstanceId: 1, index: 2}\n",
+            "gpus[0].instances[0].index: unknown field"},
+           {"gpus:\n  - index: 0\n    instances:\n      - {gpuInstanceId: 1, status: OK}\n",
+            "gpus[0].instances[0].status: 'OK' is not a DCGM error status"},
        }) {
     auto s = fake_dcgm::parse_settings(text, "dcgm.yaml");
     ASSERT_FALSE(s) << text;

@@ -68,6 +68,25 @@ Answer answer(const std::string& source, const YAML::Node& n, const std::string&
   return a;
 }
 
+// NVML's GPU-instance ids run from 0 to 14.
+constexpr unsigned kMaxGpuInstanceId = 14;
+
+// The settings a GPU and a GPU instance share: profiling, frozen, status, fields.
+void entity(const std::string& source, const YAML::Node& n, const std::string& path, EntitySettings& out) {
+  if (n["profiling"]) out.profiling = n["profiling"].as<bool>();
+  if (n["frozen"]) out.frozen = n["frozen"].as<bool>();
+  if (n["status"]) out.status = status(source, n["status"], path + ".status");
+  if (const auto fs = n["fields"]) {
+    if (!fs.IsMap()) bad(source, fs, path + ".fields", "expected a mapping of DCGM_FI_PROF_* names");
+    for (const auto& kv : fs) {
+      const auto name = kv.first.as<std::string>();
+      const unsigned short id = dcgm::profiling_field_id(name.c_str());
+      if (id == 0) bad(source, kv.first, path + ".fields." + name, "not a DCGM profiling field (1001..1012)");
+      out.answers[id] = answer(source, kv.second, path + ".fields." + name);
+    }
+  }
+}
+
 }  // namespace
 
 Result<Settings> parse_settings(const std::string& text, const std::string& source) {
@@ -82,30 +101,33 @@ Result<Settings> parse_settings(const std::string& text, const std::string& sour
     if (!root || root.IsNull()) return s;
     keys(source, root, "", {"faults", "gpus"});
     if (const auto f = root["faults"]) {
-      keys(source, f, "faults", {"init", "startEmbedded", "read"});
+      keys(source, f, "faults", {"init", "startEmbedded", "read", "hierarchy"});
       if (f["init"]) s.init_error = status(source, f["init"], "faults.init");
       if (f["startEmbedded"]) s.embedded_error = status(source, f["startEmbedded"], "faults.startEmbedded");
       if (f["read"]) s.read_error = status(source, f["read"], "faults.read");
+      if (f["hierarchy"]) s.hierarchy_error = status(source, f["hierarchy"], "faults.hierarchy");
     }
     if (const auto gs = root["gpus"]) {
       if (!gs.IsSequence()) bad(source, gs, "gpus", "expected a list");
       for (size_t i = 0; i < gs.size(); ++i) {
         const auto& g = gs[i];
         const auto path = fmt::format("gpus[{}]", i);
-        keys(source, g, path, {"index", "profiling", "frozen", "fields"});
+        keys(source, g, path, {"index", "profiling", "frozen", "status", "fields", "instances"});
         if (!g["index"]) bad(source, g, path + ".index", "required");
         const auto index = g["index"].as<unsigned>();
         if (index >= dcgm::kMaxDevices) bad(source, g["index"], path + ".index", "must be below 32");
         auto& gpu = s.gpus[index];
-        if (g["profiling"]) gpu.profiling = g["profiling"].as<bool>();
-        if (g["frozen"]) gpu.frozen = g["frozen"].as<bool>();
-        if (const auto fs = g["fields"]) {
-          if (!fs.IsMap()) bad(source, fs, path + ".fields", "expected a mapping of DCGM_FI_PROF_* names");
-          for (const auto& kv : fs) {
-            const auto name = kv.first.as<std::string>();
-            const unsigned short id = dcgm::profiling_field_id(name.c_str());
-            if (id == 0) bad(source, kv.first, path + ".fields." + name, "not a DCGM profiling field (1001..1012)");
-            gpu.answers[id] = answer(source, kv.second, path + ".fields." + name);
+        entity(source, g, path, gpu);
+        if (const auto is = g["instances"]) {
+          if (!is.IsSequence()) bad(source, is, path + ".instances", "expected a list");
+          for (size_t k = 0; k < is.size(); ++k) {
+            const auto& e = is[k];
+            const auto ipath = fmt::format("{}.instances[{}]", path, k);
+            keys(source, e, ipath, {"gpuInstanceId", "profiling", "frozen", "status", "fields"});
+            if (!e["gpuInstanceId"]) bad(source, e, ipath + ".gpuInstanceId", "required");
+            const auto gi = e["gpuInstanceId"].as<unsigned>();
+            if (gi > kMaxGpuInstanceId) bad(source, e["gpuInstanceId"], ipath + ".gpuInstanceId", "must be at most 14");
+            entity(source, e, ipath, gpu.instances[gi]);
           }
         }
       }

@@ -12,24 +12,31 @@
 
 namespace kgpu::fake_dcgm {
 
-// What DCGM answers for one field of one GPU instead of the node's reading.
+// What DCGM answers for one field of one GPU or GPU instance instead of the node's reading.
 struct Answer {
   enum Kind { kNumber, kBlank, kNotFound, kNotSupported, kNotPermissioned, kStatus } kind = kNumber;
   double number = 0;
   dcgm::Return status = dcgm::kOk;  // kStatus: the value's status
 };
 
-struct GpuSettings {
-  bool profiling = true;  // false: watching a profiling field fails with PROFILING_NOT_SUPPORTED
-  bool frozen = false;    // true: the values' timestamps stop moving (DCGM stopped refreshing them)
+// What DCGM does for one entity: a GPU or a MIG GPU instance.
+struct EntitySettings {
+  bool profiling = true;               // false: watching a profiling field fails with PROFILING_NOT_SUPPORTED
+  bool frozen = false;                 // true: the values' timestamps stop moving (DCGM stopped refreshing them)
+  std::optional<dcgm::Return> status;  // every value of the entity has this status
   std::map<unsigned short, Answer> answers;
 };
 
+struct GpuSettings : EntitySettings {
+  std::map<unsigned, EntitySettings> instances;  // MIG GPU instances, by NVML GPU-instance id
+};
+
 struct Settings {
-  std::optional<dcgm::Return> init_error;      // dcgmInit
-  std::optional<dcgm::Return> embedded_error;  // dcgmStartEmbedded
-  std::optional<dcgm::Return> read_error;      // dcgmEntitiesGetLatestValues (the whole call)
-  std::map<unsigned, GpuSettings> gpus;        // by NVML index
+  std::optional<dcgm::Return> init_error;       // dcgmInit
+  std::optional<dcgm::Return> embedded_error;   // dcgmStartEmbedded
+  std::optional<dcgm::Return> read_error;       // dcgmEntitiesGetLatestValues (the whole call)
+  std::optional<dcgm::Return> hierarchy_error;  // dcgmGetGpuInstanceHierarchy
+  std::map<unsigned, GpuSettings> gpus;         // by NVML index
 };
 
 inline constexpr size_t kMaxSettingsBytes = 1 << 20;

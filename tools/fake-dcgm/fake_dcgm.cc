@@ -6,7 +6,9 @@
 // peer: dcgmConnect_v2 connects a TCP or unix socket to the address and a handle stays valid
 // while that connection is open, so a test plays nv-hostengine with a listening socket.
 //
-// Every entry point takes one lock; DCGM GPU ids are the node's GPU indices.
+// Every entry point takes one lock; DCGM GPU ids are the node's GPU indices. The GPU instances of a
+// MIG-enabled GPU are numbered as DCGM numbers them: GPU id * 8 + position on the GPU, so the ids
+// move when the layout changes; their readings are the node's per-instance telemetry.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <vector>
@@ -40,6 +43,9 @@ namespace {
 constexpr Handle kEmbeddedHandle = 1;
 constexpr size_t kMaxGroups = 64;
 constexpr size_t kMaxFieldGroups = 64;
+constexpr unsigned kInstancesPerGpu = 8;
+
+using Entity = std::pair<int, unsigned>;  // (entity group, id)
 
 // A file re-read when its size or modification time changes.
 struct Watched {
@@ -58,10 +64,10 @@ struct Watched {
 
 struct Session {
   int fd = -1;  // the host engine connection; -1 when embedded
-  std::map<GroupId, std::set<unsigned>> groups;
+  std::map<GroupId, std::set<Entity>> groups;
   std::map<FieldGroupId, std::vector<unsigned short>> field_groups;
   std::set<std::string> group_names, field_group_names;
-  std::set<std::pair<unsigned, unsigned short>> watched;  // (gpu, field)
+  std::set<std::pair<Entity, unsigned short>> watched;
 };
 
 struct Fake {
@@ -114,9 +120,45 @@ struct Fake {
   }
 
   bool lost(unsigned gpu) const { return std::find(node.lost.begin(), node.lost.end(), gpu) != node.lost.end(); }
+  bool supported(unsigned gpu) const {
+    return gpu < node.gpus.size() && gpu < kMaxDevices && node.gpus[gpu].model->architecture >= 5;  // Volta+
+  }
   const kgpu::fake_dcgm::GpuSettings* gpu_settings(unsigned gpu) const {
     auto it = settings.gpus.find(gpu);
     return it == settings.gpus.end() ? nullptr : &it->second;
+  }
+
+  // A MIG GPU instance as DCGM sees it.
+  struct GpuInstance {
+    unsigned gpu = 0;
+    unsigned id = 0;  // DCGM's entity id
+    const kgpu::fake::MigInstance* mig = nullptr;
+  };
+  // The GPU instances of a supported MIG-enabled GPU, in the node's order (one per GPU-instance id).
+  std::vector<GpuInstance> instances(unsigned gpu) const {
+    std::vector<GpuInstance> out;
+    if (!supported(gpu) || !node.gpus[gpu].mig_enabled) return out;
+    std::set<unsigned> seen;
+    for (const auto& m : node.gpus[gpu].mig) {
+      if (out.size() == kInstancesPerGpu) break;
+      if (!seen.insert(m.gpu_instance_id).second) continue;
+      out.push_back({gpu, gpu * kInstancesPerGpu + static_cast<unsigned>(out.size()), &m});
+    }
+    return out;
+  }
+  std::optional<GpuInstance> instance(unsigned id) const {
+    const auto list = instances(id / kInstancesPerGpu);
+    if (id % kInstancesPerGpu >= list.size()) return std::nullopt;
+    return list[id % kInstancesPerGpu];
+  }
+  // The settings of a GPU or a GPU instance; null when none are given.
+  const kgpu::fake_dcgm::EntitySettings* entity_settings(const Entity& e) const {
+    if (e.first == kEntityGpu) return gpu_settings(e.second);
+    const auto inst = instance(e.second);
+    const auto* gs = inst ? gpu_settings(inst->gpu) : nullptr;
+    if (gs == nullptr) return nullptr;
+    auto it = gs->instances.find(inst->mig->gpu_instance_id);
+    return it == gs->instances.end() ? nullptr : &it->second;
   }
   double now_s() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded_at).count(); }
 
@@ -153,9 +195,9 @@ unsigned short field_type(unsigned short id) {
 
 bool known_field(unsigned short id) { return id == kFieldGpuUuid || profiling_field_name(id) != nullptr; }
 
-// The node's reading of a profiling field (ratios from percent; rates in bytes per second).
-double reading(const kgpu::fake::Gpu& g, unsigned short id, double t) {
-  const auto& tel = g.telemetry;
+// A reading of a profiling field from a GPU's or GPU instance's telemetry (ratios from percent;
+// rates in bytes per second).
+double reading(const kgpu::fake::Telemetry& tel, unsigned short id, double t) {
   switch (id) {
     case kFieldProfGrEngineActive:
       return tel.at("grEngineActive", t, tel.at("gpuUtil", t, 0)) / 100.0;
@@ -342,7 +384,7 @@ FAKE_API Return dcgmGetAllSupportedDevices(Handle handle, unsigned* ids, int* co
   if (ids == nullptr || count == nullptr) return kBadParam;
   int n = 0;
   for (unsigned i = 0; i < f.node.gpus.size() && i < kMaxDevices; ++i) {
-    if (f.node.gpus[i].model->architecture >= 5) ids[n++] = i;  // Volta and newer
+    if (f.supported(i)) ids[n++] = i;
   }
   *count = n;
   return kOk;
@@ -359,7 +401,7 @@ FAKE_API Return dcgmGroupCreate(Handle handle, int type, const char* name, Group
   const GroupId id = f.next_id++;
   auto& members = s->groups[id];
   if (type == 0) {
-    for (unsigned i = 0; i < f.node.gpus.size(); ++i) members.insert(i);
+    for (unsigned i = 0; i < f.node.gpus.size(); ++i) members.insert({kEntityGpu, i});
   }
   *group = id;
   return kOk;
@@ -380,8 +422,11 @@ FAKE_API Return dcgmGroupAddEntity(Handle handle, GroupId group, int entity_grou
   if (Return r = f.session(handle, &s); r != kOk) return r;
   auto it = s->groups.find(group);
   if (it == s->groups.end()) return kNotConfigured;
-  if (entity_group != kEntityGpu || entity_id >= f.node.gpus.size()) return kBadParam;
-  if (!it->second.insert(entity_id).second) return kBadParam;
+  const bool exists = entity_group == kEntityGpu           ? entity_id < f.node.gpus.size()
+                      : entity_group == kEntityGpuInstance ? f.instance(entity_id).has_value()
+                                                           : false;
+  if (!exists) return kBadParam;
+  if (!it->second.insert({entity_group, entity_id}).second) return kBadParam;
   return kOk;
 }
 
@@ -427,14 +472,14 @@ FAKE_API Return dcgmWatchFields(Handle handle, GroupId group, FieldGroupId field
   }
   if (g->second.empty()) return kGroupIsEmpty;
   // The profiling module watches all or nothing.
-  for (unsigned gpu : g->second) {
-    const auto* gs = f.gpu_settings(gpu);
+  for (const Entity& e : g->second) {
+    const auto* es = f.entity_settings(e);
     for (auto id : fg->second) {
-      if (profiling_field_name(id) != nullptr && gs != nullptr && !gs->profiling) return kProfilingNotSupported;
+      if (profiling_field_name(id) != nullptr && es != nullptr && !es->profiling) return kProfilingNotSupported;
     }
   }
-  for (unsigned gpu : g->second) {
-    for (auto id : fg->second) s->watched.insert({gpu, id});
+  for (const Entity& e : g->second) {
+    for (auto id : fg->second) s->watched.insert({e, id});
   }
   return kOk;
 }
@@ -447,8 +492,8 @@ FAKE_API Return dcgmUnwatchFields(Handle handle, GroupId group, FieldGroupId fie
   auto g = s->groups.find(group);
   auto fg = s->field_groups.find(field_group);
   if (g == s->groups.end() || fg == s->field_groups.end()) return kBadParam;
-  for (unsigned gpu : g->second) {
-    for (auto id : fg->second) s->watched.erase({gpu, id});
+  for (const Entity& e : g->second) {
+    for (auto id : fg->second) s->watched.erase({e, id});
   }
   return kOk;
 }
@@ -488,30 +533,49 @@ FAKE_API Return dcgmEntitiesGetLatestValues(Handle handle, EntityPair* entities,
       v.fieldId = fields[k];
       v.fieldType = field_type(fields[k]);
       v.ts = ts;
-      const unsigned gpu = entities[e].entityId;
-      if (const auto* gs = f.gpu_settings(gpu); gs != nullptr && gs->frozen) v.ts = 1'700'000'000'000'000LL;
-      if (entities[e].entityGroupId != kEntityGpu || gpu >= f.node.gpus.size() || !known_field(fields[k])) {
+      const Entity entity{entities[e].entityGroupId, entities[e].entityId};
+      // The GPU the entity is or is on, and the telemetry it reads.
+      std::optional<unsigned> gpu;
+      const kgpu::fake::Telemetry* telemetry = nullptr;
+      std::string uuid;
+      if (entity.first == kEntityGpu && entity.second < f.node.gpus.size()) {
+        gpu = entity.second;
+        telemetry = &f.node.gpus[*gpu].telemetry;
+        uuid = f.node.gpus[*gpu].uuid;
+      } else if (const auto inst = entity.first == kEntityGpuInstance ? f.instance(entity.second) : std::nullopt) {
+        gpu = inst->gpu;
+        telemetry = &inst->mig->telemetry;
+        uuid = inst->mig->uuid;
+      }
+      const auto* es = f.entity_settings(entity);
+      if (es != nullptr && es->frozen) v.ts = 1'700'000'000'000'000LL;
+      if (!gpu || !known_field(fields[k])) {
         v.status = kBadParam;
         set_blank(v, 0);
         continue;
       }
-      if (f.lost(gpu)) {
+      if (f.lost(*gpu)) {
         v.status = kGpuIsLost;
         set_blank(v, 0);
         continue;
       }
       if (fields[k] == kFieldGpuUuid) {
-        std::snprintf(v.value.str, sizeof v.value.str, "%s", f.node.gpus[gpu].uuid.c_str());
+        std::snprintf(v.value.str, sizeof v.value.str, "%s", uuid.c_str());
         continue;
       }
-      if (!(flags & kLiveData) && !s->watched.contains({gpu, fields[k]})) {
+      if (!(flags & kLiveData) && !s->watched.contains({entity, fields[k]})) {
         v.status = kNotWatched;
         set_blank(v, 0);
         continue;
       }
+      if (es != nullptr && es->status) {
+        v.status = *es->status;
+        set_blank(v, 0);
+        continue;
+      }
       const kgpu::fake_dcgm::Answer* answer = nullptr;
-      if (const auto* gs = f.gpu_settings(gpu)) {
-        if (auto a = gs->answers.find(fields[k]); a != gs->answers.end()) answer = &a->second;
+      if (es != nullptr) {
+        if (auto a = es->answers.find(fields[k]); a != es->answers.end()) answer = &a->second;
       }
       if (answer != nullptr) {
         using A = kgpu::fake_dcgm::Answer;
@@ -538,7 +602,45 @@ FAKE_API Return dcgmEntitiesGetLatestValues(Handle handle, EntityPair* entities,
         }
         continue;
       }
-      set_number(v, reading(f.node.gpus[gpu], fields[k], t));
+      set_number(v, reading(*telemetry, fields[k], t));
+    }
+  }
+  return kOk;
+}
+
+FAKE_API Return dcgmGetGpuInstanceHierarchy(Handle handle, MigHierarchy* hierarchy) {
+  Fake& f = fake();
+  std::lock_guard lock(f.mu);
+  Session* s = nullptr;
+  if (Return r = f.session(handle, &s); r != kOk) return r;
+  if (hierarchy == nullptr) return kBadParam;
+  if (hierarchy->version != kMigHierarchyVersion) return kVersionMismatch;
+  if (f.settings.hierarchy_error) return *f.settings.hierarchy_error;
+  hierarchy->count = 0;
+  auto add = [&](const MigHierarchyEntry& e) {
+    if (hierarchy->count < kMaxHierarchyEntries) hierarchy->entityList[hierarchy->count++] = e;
+  };
+  for (unsigned gpu = 0; gpu < f.node.gpus.size(); ++gpu) {
+    for (const auto& inst : f.instances(gpu)) {
+      MigHierarchyEntry e{};
+      e.entity = {kEntityGpuInstance, inst.id};
+      e.parent = {kEntityGpu, gpu};
+      std::snprintf(e.info.gpuUuid, sizeof e.info.gpuUuid, "%s", f.node.gpus[gpu].uuid.c_str());
+      e.info.nvmlGpuIndex = gpu;
+      e.info.nvmlInstanceId = inst.mig->gpu_instance_id;
+      e.info.nvmlComputeInstanceId = kNoMigId;
+      e.info.nvmlMigProfileId = inst.mig->shape->profile_id;
+      e.info.nvmlProfileSlices = inst.mig->shape->compute_slices;
+      add(e);
+      // Its compute instances follow it, as in DCGM's answer.
+      for (const auto& m : f.node.gpus[gpu].mig) {
+        if (m.gpu_instance_id != inst.mig->gpu_instance_id) continue;
+        MigHierarchyEntry c = e;
+        c.entity = {kEntityComputeInstance, inst.id * kInstancesPerGpu + m.compute_instance_id};
+        c.parent = {kEntityGpuInstance, inst.id};
+        c.info.nvmlComputeInstanceId = m.compute_instance_id;
+        add(c);
+      }
     }
   }
   return kOk;

@@ -219,15 +219,17 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
                                         : std::nullopt);
     Telemetry t;
     if (const auto tel = e["telemetry"]) {
-      static const std::set<std::string> kInstanceKeys = {"grEngineActive", "tensorActive", "dramActive",
-                                                          "pcieTxMiBps", "pcieRxMiBps"};
+      // GPM's readings, and those only DCGM serves (per GPU instance too).
+      static const std::set<std::string> kInstanceKeys = {
+          "grEngineActive", "tensorActive", "dramActive", "pcieTxMiBps", "pcieRxMiBps",
+          "smActive",       "smOccupancy",  "fp64Active", "fp32Active",  "fp16Active"};
       if (!tel.IsMap()) c.error(tel, p + ".telemetry", "expected a mapping");
       for (const auto& kv : tel) {
         const auto k = kv.first.as<std::string>();
         if (!kInstanceKeys.contains(k)) {
           c.error(kv.first, p + ".telemetry",
                   fmt::format("unknown instance reading '{}' (grEngineActive, tensorActive, dramActive, pcieTxMiBps, "
-                              "pcieRxMiBps)",
+                              "pcieRxMiBps, smActive, smOccupancy, fp64Active, fp32Active, fp16Active)",
                               k));
         }
         t.values[k] = c.wave(kv.second, p + ".telemetry." + k);

@@ -59,10 +59,12 @@ using Handle = std::uintptr_t;
 using GroupId = std::uintptr_t;
 using FieldGroupId = std::uintptr_t;
 
-inline constexpr int kOperationModeAuto = 1;  // DCGM updates watched fields by itself
-inline constexpr int kGroupEmpty = 1;         // dcgmGroupCreate: start with no entities
-inline constexpr int kEntityGpu = 1;          // dcgm_field_entity_group_t for a GPU
-inline constexpr unsigned kMaxDevices = 32;   // size of dcgmGetAllSupportedDevices' array
+inline constexpr int kOperationModeAuto = 1;      // DCGM updates watched fields by itself
+inline constexpr int kGroupEmpty = 1;             // dcgmGroupCreate: start with no entities
+inline constexpr int kEntityGpu = 1;              // dcgm_field_entity_group_t for a GPU
+inline constexpr int kEntityGpuInstance = 4;      // ... for a MIG GPU instance (DCGM's own ids, not NVML's)
+inline constexpr int kEntityComputeInstance = 5;  // ... for a MIG compute instance
+inline constexpr unsigned kMaxDevices = 32;       // size of dcgmGetAllSupportedDevices' array
 inline constexpr unsigned kDefaultPort = 5555;
 inline constexpr unsigned kMaxStringLength = 256;
 inline constexpr unsigned kMaxBlobLength = 4096;
@@ -155,6 +157,35 @@ struct FieldValue {
 };
 inline constexpr unsigned kFieldValueVersion = sizeof(FieldValue) | (2u << 24);
 
+// MIG placement of one GPU instance or compute instance, as dcgmGetGpuInstanceHierarchy reports it.
+struct MigEntityInfo {
+  char gpuUuid[128];               // the parent GPU's UUID
+  unsigned nvmlGpuIndex;           // the parent GPU's NVML index
+  unsigned nvmlInstanceId;         // NVML's GPU-instance id
+  unsigned nvmlComputeInstanceId;  // NVML's compute-instance id; kNoMigId for a GPU instance
+  unsigned nvmlMigProfileId;       // NVML's profile id of the instance
+  unsigned nvmlProfileSlices;
+};
+inline constexpr unsigned kNoMigId = 0xffffffffu;
+
+// One entity of the MIG hierarchy (version 2): the entity, its parent (a GPU for a GPU instance,
+// a GPU instance for a compute instance) and where it sits.
+struct MigHierarchyEntry {
+  EntityPair entity;
+  EntityPair parent;
+  MigEntityInfo info;
+};
+
+// dcgmGetGpuInstanceHierarchy's answer (dcgmMigHierarchy_v2): `count` entries, GPU instances and
+// compute instances of every MIG-enabled GPU. At most 14 instances per GPU (7 GPU + 7 compute).
+inline constexpr unsigned kMaxHierarchyEntries = kMaxDevices * 14;
+struct MigHierarchy {
+  unsigned version;
+  unsigned count;
+  MigHierarchyEntry entityList[kMaxHierarchyEntries];
+};
+inline constexpr unsigned kMigHierarchyVersion = sizeof(MigHierarchy) | (2u << 24);
+
 static_assert(sizeof(ConnectParams) == 16);
 static_assert(sizeof(EntityPair) == 8 && offsetof(EntityPair, entityId) == 4);
 static_assert(offsetof(FieldValue, entityGroupId) == 4);
@@ -167,6 +198,11 @@ static_assert(offsetof(FieldValue, value) == 32);
 static_assert(sizeof(FieldValue) == 32 + kMaxBlobLength);
 static_assert(kFieldValueVersion == 0x02001020u);
 static_assert(kConnectParamsVersion == 0x02000010u);
+static_assert(sizeof(MigEntityInfo) == 148 && offsetof(MigEntityInfo, nvmlInstanceId) == 132);
+static_assert(offsetof(MigHierarchyEntry, parent) == 8 && offsetof(MigHierarchyEntry, info) == 16);
+static_assert(sizeof(MigHierarchyEntry) == 164);
+static_assert(offsetof(MigHierarchy, entityList) == 8 && sizeof(MigHierarchy) == 8 + 448 * 164);
+static_assert(kMigHierarchyVersion == 0x02011f08u);
 
 // Function types of the entry points kgpu calls: X(name, return type, parameter list).
 #define KGPU_DCGM_FUNCTIONS(X)                                                                                      \
@@ -189,7 +225,8 @@ static_assert(kConnectParamsVersion == 0x02000010u);
   X(dcgmUpdateAllFields, Return, (Handle handle, int wait))                                                         \
   X(dcgmEntitiesGetLatestValues, Return,                                                                            \
     (Handle handle, EntityPair * entities, unsigned entity_count, unsigned short* field_ids, unsigned field_count,  \
-     unsigned flags, FieldValue* values))
+     unsigned flags, FieldValue* values))                                                                           \
+  X(dcgmGetGpuInstanceHierarchy, Return, (Handle handle, MigHierarchy * hierarchy))
 
 namespace fn {
 #define KGPU_DCGM_DECLARE_TYPE(name, ret, params) using name = ret(*) params;

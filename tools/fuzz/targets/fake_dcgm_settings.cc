@@ -11,6 +11,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (settings) {
     for (const auto& [index, gpu] : settings->gpus) {
       for (const auto& [field, answer] : gpu.answers) (void)kgpu::dcgm::profiling_field_name(field);
+      for (const auto& [gi, instance] : gpu.instances) {
+        kgpu::fuzz::check(gi <= 14, "a GPU-instance id above 14 was accepted");
+        for (const auto& [field, answer] : instance.answers) (void)kgpu::dcgm::profiling_field_name(field);
+      }
     }
   }
   if (auto e = kgpu::dcgm::parse_endpoint(text.substr(0, 512)); e) (void)e->describe();
