@@ -114,21 +114,31 @@ Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
   return access;
 }
 
-// A client for the DRA driver's ResourceClaim reads (kubeconfig, or in a pod its service account);
-// null without API access. Errors only for a kubeconfig that does not load.
-Result<std::shared_ptr<kube::Client>> dra_client(const AgentOptions& options) {
+// API access for the GPU API choice and the DRA driver's ResourceClaim reads (kubeconfig, or in a
+// pod its service account): a client for the claims and one with a short timeout and no retries
+// for the node label at start (a slow API server must not hold the agent's start). Both null
+// without API access; errors only for a kubeconfig that does not load.
+struct DraApi {
+  std::shared_ptr<kube::Client> claims;
+  std::unique_ptr<kube::Client> label;
+};
+Result<DraApi> dra_api(const AgentOptions& options) {
   const char* service_host = std::getenv("KUBERNETES_SERVICE_HOST");
-  if (options.kubeconfig.empty() && (service_host == nullptr || *service_host == '\0')) {
-    return std::shared_ptr<kube::Client>();
-  }
+  if (options.kubeconfig.empty() && (service_host == nullptr || *service_host == '\0')) return DraApi{};
   kube::LoadOptions lo;
   lo.kubeconfig = options.kubeconfig;
   auto config = kube::load_config(lo);
   if (!config) return std::unexpected(config.error().wrap("API access"));
   config->user_agent = "kgpu-agent";
-  auto client = kube::Client::create(std::move(*config));
-  if (!client) return std::unexpected(client.error().wrap("API access"));
-  return std::shared_ptr<kube::Client>(std::move(*client));
+  kube::RestConfig short_config = *config;
+  short_config.timeout = std::chrono::seconds(2);
+  kube::ClientOptions no_retries;
+  no_retries.max_retries = 0;
+  auto label = kube::Client::create(std::move(short_config), no_retries);
+  auto claims = kube::Client::create(std::move(*config));
+  if (!label) return std::unexpected(label.error().wrap("API access"));
+  if (!claims) return std::unexpected(claims.error().wrap("API access"));
+  return DraApi{std::shared_ptr<kube::Client>(std::move(*claims)), std::move(*label)};
 }
 
 // The GPU API for this node: the kgpu.io/gpu-api label when the node has one, else the flag.
@@ -297,14 +307,15 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   std::string node_name = options.node_name;
   if (const char* n = std::getenv("NODE_NAME"); node_name.empty() && n != nullptr) node_name = n;
   if (node_name.empty()) node_name = so.hostname;
-  std::shared_ptr<kube::Client> claims_client;
-  if (auto c = dra_client(options)) {
-    claims_client = std::move(*c);
+  DraApi dra_access;
+  if (auto c = dra_api(options)) {
+    dra_access = std::move(*c);
   } else if (options.gpu_api == "dra") {
     log::error("DRA: " + c.error().message);
     return 1;
   }
-  auto gpu_api = choose_gpu_api(options, claims_client.get(), node_name);
+  auto gpu_api = choose_gpu_api(options, dra_access.label.get(), node_name);
+  dra_access.label.reset();
   if (!gpu_api) {
     log::error(gpu_api.error().message);
     return 2;
@@ -359,7 +370,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
       DraServiceOptions d = options.dra;
       d.node_name = node_name;
       d.plugins = po;
-      d.client = claims_client;
+      d.client = dra_access.claims;
       d.mps = &dra_mps;
       if (!d.client) log::warn("DRA: no API access (--kubeconfig, or a pod's service account): claims cannot be prepared");
       dra = std::make_unique<DraService>(*node, std::move(d));
