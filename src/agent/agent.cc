@@ -114,6 +114,56 @@ Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
   return access;
 }
 
+// API access for the GPU API choice and the DRA driver's ResourceClaim reads (kubeconfig, or in a
+// pod its service account): a client for the claims and one with a short timeout and no retries
+// for the node label at start (a slow API server must not hold the agent's start). Both null
+// without API access; errors only for a kubeconfig that does not load.
+struct DraApi {
+  std::shared_ptr<kube::Client> claims;
+  std::unique_ptr<kube::Client> label;
+};
+Result<DraApi> dra_api(const AgentOptions& options) {
+  const char* service_host = std::getenv("KUBERNETES_SERVICE_HOST");
+  if (options.kubeconfig.empty() && (service_host == nullptr || *service_host == '\0')) return DraApi{};
+  kube::LoadOptions lo;
+  lo.kubeconfig = options.kubeconfig;
+  auto config = kube::load_config(lo);
+  if (!config) return std::unexpected(config.error().wrap("API access"));
+  config->user_agent = "kgpu-agent";
+  kube::RestConfig short_config = *config;
+  short_config.timeout = std::chrono::seconds(2);
+  kube::ClientOptions no_retries;
+  no_retries.max_retries = 0;
+  auto label = kube::Client::create(std::move(short_config), no_retries);
+  auto claims = kube::Client::create(std::move(*config));
+  if (!label) return std::unexpected(label.error().wrap("API access"));
+  if (!claims) return std::unexpected(claims.error().wrap("API access"));
+  return DraApi{std::shared_ptr<kube::Client>(std::move(*claims)), std::move(*label)};
+}
+
+// The GPU API for this node: the kgpu.io/gpu-api label when the node has one, else the flag.
+Result<std::string> choose_gpu_api(const AgentOptions& options, kube::Client* client, const std::string& node) {
+  std::string api = options.gpu_api;
+  if (client != nullptr && !node.empty()) {
+    auto n = client->get(kube::resources::kNodes, "", node);
+    if (!n) {
+      log::warn("node labels not read (" + n.error().text() + "): using --gpu-api=" + api);
+    } else if (const auto labels = (*n)["metadata"].value("labels", nlohmann::json::object());
+               labels.contains(kGpuApiLabel) && labels[kGpuApiLabel].is_string()) {
+      api = labels[kGpuApiLabel].get<std::string>();
+      log::info("GPU API chosen by the node label", {log::kv("label", kGpuApiLabel), log::kv("value", api)});
+      if (api != "device-plugin" && api != "dra") {
+        return fail(ErrorCode::kInvalidArgument, "node {}: label {}={}: want device-plugin or dra", node, kGpuApiLabel,
+                    api);
+      }
+    }
+  }
+  if (api != "device-plugin" && api != "dra") {
+    return fail(ErrorCode::kInvalidArgument, "--gpu-api={}: want device-plugin or dra", api);
+  }
+  return api;
+}
+
 // The informer's pods as the sampler wants them (name, UID, labels).
 std::vector<metrics::PodInfo> pods_of(const std::vector<nlohmann::json>& pods) {
   std::vector<metrics::PodInfo> out;
@@ -253,10 +303,32 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   }
   DevicePluginOptions po = options.plugins;
   if (po.node_name.empty()) po.node_name = options.node_name.empty() ? so.hostname : options.node_name;
+  // The GPU API: one per node, never both for the same GPUs (docs/dra.md).
+  std::string node_name = options.node_name;
+  if (const char* n = std::getenv("NODE_NAME"); node_name.empty() && n != nullptr) node_name = n;
+  if (node_name.empty()) node_name = so.hostname;
+  DraApi dra_access;
+  if (auto c = dra_api(options)) {
+    dra_access = std::move(*c);
+  } else if (options.gpu_api == "dra") {
+    log::error("DRA: " + c.error().message);
+    return 1;
+  }
+  auto gpu_api = choose_gpu_api(options, dra_access.label.get(), node_name);
+  dra_access.label.reset();
+  if (!gpu_api) {
+    log::error(gpu_api.error().message);
+    return 2;
+  }
+  const bool dra_mode = *gpu_api == "dra";
+  if (dra_mode && options.device_plugin) log::info("GPU API dra: the device plugins are not served");
+  AgentOptions effective = options;
+  effective.device_plugin = options.device_plugin && !dra_mode;
+  const AgentOptions& opts = effective;
   po.clock = &clock;
   ApiAccess api;
-  if (options.device_plugin) {
-    auto view = open_cluster_view(options);
+  if (opts.device_plugin) {
+    auto view = open_cluster_view(opts);
     if (!view) {
       log::error(view.error().message);
       return 1;
@@ -268,7 +340,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     po.pod_resources_timeout = so.pod_resources_timeout;
   } else if (so.pod_labels) {
     // Pod labels come from the API server; without the device plugin the view is opened for them alone.
-    if (auto view = open_cluster_view(options)) api = std::move(*view);
+    if (auto view = open_cluster_view(opts)) api = std::move(*view);
   }
   if (api.view) {
     so.pods = [view = api.view.get()] { return pods_of(view->cached_pods()); };
@@ -280,6 +352,8 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   Serving serving;
   std::unique_ptr<gpu::NodeGpus> node;
   std::unique_ptr<DevicePluginManager> plugins;
+  RealMpsControl dra_mps;  // outlives the DRA service that calls it
+  std::unique_ptr<DraService> dra;
   std::unique_ptr<dcgm::Profiler> profiler;  // outlives the sampler that calls it
   std::unique_ptr<metrics::Sampler> sampler;
   // Opens NVML and starts the plugins and the sampler. An error with `node` still null means NVML
@@ -288,9 +362,20 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     auto opened = gpu::NodeGpus::open(nvml::resolve_library_path(options.nvml_library));
     if (!opened) return std::unexpected(opened.error());
     node = std::move(*opened);
-    if (options.device_plugin) {
+    if (opts.device_plugin) {
       plugins = std::make_unique<DevicePluginManager>(*node, po);
       if (auto ok = plugins->start(); !ok) return std::unexpected(ok.error().wrap("device plugin"));
+    }
+    if (dra_mode) {
+      DraServiceOptions d = options.dra;
+      d.node_name = node_name;
+      d.plugins = po;
+      d.client = dra_access.claims;
+      d.mps = &dra_mps;
+      if (!d.client) log::warn("DRA: no API access (--kubeconfig, or a pod's service account): claims cannot be prepared");
+      dra = std::make_unique<DraService>(*node, std::move(d));
+      if (auto ok = dra->start(); !ok) return std::unexpected(ok.error());
+      // The ResourceSlice publisher attaches here and publishes dra->devices().
     }
     if (plugins && po.cluster != nullptr) {
       so.translate = [p = plugins.get()](const std::vector<kubelet::ContainerDevice>& listed) {
@@ -356,6 +441,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     log::error(port.error().message);
     if (sampler) sampler->stop();
     if (plugins) plugins->stop();
+    if (dra) dra->stop();
     return 1;
   }
   // Tests and tools read the bound port from this line (the real one when port 0 was asked for).
@@ -396,6 +482,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     if (sampler) sampler->stop();
   });
   if (plugins) plugins->stop();
+  if (dra) dra->stop();
   sampler_stop.join();
   if (uninstall.valid()) {
     const auto verdict = uninstall.get();

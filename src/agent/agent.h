@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 
+#include "agent/dra_service.h"
 #include "agent/plugin_manager.h"
 #include "common/clock.h"
 #include "common/http_server.h"
@@ -24,6 +25,11 @@ struct AgentOptions {
   metrics::DcgmOptions dcgm;  // profiling fields through DCGM (docs/metrics.md, "Profiling fields")
   bool device_plugin = true;  // serve the kubelet device plugins and write labels
   DevicePluginOptions plugins;
+  // Which kubelet API serves the GPUs: "device-plugin" or "dra" (the DRA driver, docs/dra.md). The
+  // node label kgpu.io/gpu-api, read with API access at start, wins. Never both for the same GPUs:
+  // in DRA mode the device plugins (and their labels) are not served.
+  std::string gpu_api = "device-plugin";
+  DraServiceOptions dra;  // node_name, client, plugins and mps are filled in by run_agent
   // API access for the device plugins (docs/scheduler.md, "The node honours the choice"): used
   // with an explicit kubeconfig, or inside a pod (the service account); otherwise none, and
   // Allocate gives the kubelet's device IDs. Without a node name ($NODE_NAME) there is none either.
@@ -44,7 +50,6 @@ struct AgentOptions {
   // shutdown watchdog always runs on real time.
   Clock* clock = &Clock::real();
 };
-
 
 // Runs until `stop` becomes true (or SIGINT/SIGTERM when `stop` is null). Returns the exit status.
 // Logs "listening on <host>:<port>" (with fields address= and port=) once serving: the port is the

@@ -49,6 +49,11 @@ constexpr const char* kExtraClasses[] = {"gds", "mofed", "gdrcopy", sharing::kIm
 }  // namespace
 
 sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c, const gpu::Inventory& inv) const {
+  return node_host_facts(c, inv, opt_.proc_root, opt_.pci_devices_dir);
+}
+
+sharing::HostFacts node_host_facts(const sharing::Config& c, const gpu::Inventory& inv, const std::string& proc_root,
+                                   const std::string& pci_devices_dir) {
   sharing::HostFacts h;
   // Host paths as this process sees them: under containerDriverRoot when the driver root is
   // mounted there (in the DaemonSet), else unchanged (the agent runs on the host).
@@ -62,14 +67,14 @@ sharing::HostFacts DevicePluginManager::host_facts(const sharing::Config& c, con
     return mount + host.substr(r.size());
   };
   h.exists = [view](const std::string& p) { return ::access(view(p).c_str(), F_OK) == 0; };
-  h.mig_caps = sharing::parse_mig_minors(read_file(opt_.proc_root + "/driver/nvidia-caps/mig-minors").value_or(""));
+  h.mig_caps = sharing::parse_mig_minors(read_file(proc_root + "/driver/nvidia-caps/mig-minors").value_or(""));
   const sharing::ListDir list = [view](const std::string& dir) { return list_driver_dir(view(dir)); };
   h.driver = sharing::discover_driver_files(root, inv.driver_version, list);
   h.extra = sharing::discover_extra_devices(c, root, list);
   for (const auto& g : inv.gpus) {
     // sysfs is the container's own (the host's, as containers see it); not under the driver root.
-    auto drm = sharing::discover_drm_nodes(c, g.pci.bus_id, opt_.pci_devices_dir, [&](const std::string& dir) {
-      return dir.starts_with(opt_.pci_devices_dir) ? list_driver_dir(dir) : list(dir);
+    auto drm = sharing::discover_drm_nodes(c, g.pci.bus_id, pci_devices_dir, [&](const std::string& dir) {
+      return dir.starts_with(pci_devices_dir) ? list_driver_dir(dir) : list(dir);
     });
     if (drm.empty()) continue;
     auto links = sharing::discover_drm_links(c, g.pci.bus_id, drm, list);

@@ -57,6 +57,12 @@
 
 namespace kgpu::agent {
 
+// What the CDI specs and Allocate need to know about the host (sharing::HostFacts): device nodes,
+// MIG capability minors (<proc_root>/driver/nvidia-caps/mig-minors), driver files, DRM nodes (from
+// <pci_devices_dir>), extra device classes and NVIDIA's hook tool. Shared with the DRA driver.
+sharing::HostFacts node_host_facts(const sharing::Config& c, const gpu::Inventory& inv, const std::string& proc_root,
+                                   const std::string& pci_devices_dir);
+
 struct DevicePluginOptions {
   std::string plugin_dir = kubelet::kDefaultDevicePluginDir;
   std::string config_file;  // "" = defaults

@@ -333,6 +333,17 @@ int run(int argc, char** argv) {
   std::string health_recovery = "10m";
   agent_cmd->add_option("--device-plugin", ao.device_plugin, "Serve the kubelet device plugins and write node labels")
       ->capture_default_str();
+  // DRA (docs/dra.md): the GPUs through NVIDIA's DRA driver interface instead of the device plugins.
+  agent_cmd->add_option("--gpu-api", ao.gpu_api,
+                        "device-plugin or dra (the node label kgpu.io/gpu-api wins); never both for the same GPUs")
+      ->envname("KGPU_GPU_API")
+      ->capture_default_str();
+  agent_cmd->add_option("--dra-driver-name", ao.dra.driver_name, "DRA driver name")->capture_default_str();
+  agent_cmd->add_option("--dra-registry-dir", ao.dra.dirs.registry_dir, "The kubelet's plugin registration directory")
+      ->capture_default_str();
+  agent_cmd->add_option("--dra-plugins-dir", ao.dra.dirs.plugins_dir,
+                        "The kubelet's plugins directory (the DRA socket and checkpoint go in <dir>/<driver>)")
+      ->capture_default_str();
   agent_cmd->add_option("--device-plugin-dir", dp.plugin_dir, "The kubelet's device-plugin directory")
       ->envname("KGPU_DEVICE_PLUGIN_DIR")
       ->capture_default_str();
@@ -527,6 +538,10 @@ int run(int argc, char** argv) {
     }
     if (ao.plugins.config_dir.node_label.empty()) {
       log::error("--config-node-label: must not be empty");
+      return 2;
+    }
+    if (ao.gpu_api == "dra" && agent_cmd->count("--device-plugin") > 0 && ao.device_plugin) {
+      log::error("--gpu-api=dra with --device-plugin=true: the agent serves one GPU API, never both for the same GPUs");
       return 2;
     }
     ao.sampler.xid_count_window = std::chrono::milliseconds(xid_window_ms);

@@ -214,11 +214,7 @@ json hook_json(const std::string& tool, const std::string& name, const std::vect
   return {{"hookName", "createContainer"}, {"path", tool}, {"args", a}};
 }
 
-std::string spec_text(const std::string& cls, json devices, const json& edits) {
-  json spec = {{"cdiVersion", "0.5.0"}, {"kind", fmt::format("{}/{}", kCdiVendor, cls)}, {"devices", std::move(devices)}};
-  if (!edits.empty()) spec["containerEdits"] = edits;
-  return spec.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
-}
+std::string spec_text(const std::string& cls, json devices, const json& edits);
 
 std::string spec_name(const std::string& cls) { return fmt::format("{}-{}.json", kCdiVendor, cls); }
 
@@ -238,78 +234,104 @@ std::vector<std::string> extra_cdi_devices(const Config& config, const HostFacts
   return out;
 }
 
+Result<nlohmann::json> cdi_device_edits(const PlannedDevice& d, const Config& config, const HostFacts& host) {
+  json nodes = json::array();
+  for (const auto& n : device_nodes(d, config, host)) nodes.push_back(node_json(n));
+  if (nodes.empty()) {
+    const std::string node = d.minor ? host_path(config.dev_root(), fmt::format("/dev/nvidia{}", *d.minor))
+                                     : std::string("(NVML reports no minor number)");
+    return fail(ErrorCode::kNotFound, "device {} (index {}) has no device node ({})", d.uuid, d.index, node);
+  }
+  json device_edits = json::object();
+  if (!d.mig_gi) {
+    if (auto it = host.drm_nodes.find(d.gpu_index); it != host.drm_nodes.end()) {
+      for (const auto& n : it->second) nodes.push_back(node_json(n));
+    }
+    if (auto it = host.drm_links.find(d.gpu_index); it != host.drm_links.end() && !host.hook_tool.empty()) {
+      std::vector<std::string> args;
+      for (const auto& [target, link] : it->second) {
+        args.push_back("--link");
+        args.push_back(target + "::" + link);
+      }
+      device_edits["hooks"] = json::array({hook_json(host.hook_tool, "create-symlinks", args)});
+    }
+  }
+  device_edits["deviceNodes"] = nodes;
+  return device_edits;
+}
+
+nlohmann::json cdi_common_edits(const Config& config, const HostFacts& host) {
+  json common_nodes = json::array();
+  for (const auto& n : control_nodes(config, host)) common_nodes.push_back(node_json(n));
+  const DriverFiles& f = host.driver;
+  json mounts = json::array();
+  for (const auto& m : f.mounts) mounts.push_back(mount_json(m));
+  json env = json::array({"NVIDIA_VISIBLE_DEVICES=void"});
+  if (!f.libcuda_dir.empty()) env.push_back("NVIDIA_CTK_LIBCUDA_DIR=" + f.libcuda_dir);
+  json hooks = json::array();
+  if (!host.hook_tool.empty()) {
+    // The toolkit's order: links, CUDA forward compatibility, then the ldcache over both.
+    if (!f.links.empty()) {
+      std::vector<std::string> args;
+      for (const auto& [target, link] : f.links) {
+        args.push_back("--link");
+        args.push_back(target + "::" + link);
+      }
+      hooks.push_back(hook_json(host.hook_tool, "create-symlinks", args));
+    }
+    if (!f.version.empty()) {
+      hooks.push_back(hook_json(host.hook_tool, "enable-cuda-compat", {"--host-driver-version=" + f.version}));
+    }
+    if (!f.library_dirs.empty()) {
+      std::vector<std::string> args;
+      for (const auto& d : f.library_dirs) {
+        args.push_back("--folder");
+        args.push_back(d);
+      }
+      hooks.push_back(hook_json(host.hook_tool, "update-ldcache", args));
+    }
+  } else {
+    for (const auto& m : f.link_mounts) mounts.push_back(mount_json(m));
+  }
+  json edits = {{"env", env}, {"deviceNodes", common_nodes}};
+  if (!mounts.empty()) edits["mounts"] = mounts;
+  if (!hooks.empty()) edits["hooks"] = hooks;
+  return edits;
+}
+
+nlohmann::json cdi_mount(const MountEdit& m) { return mount_json(m); }
+
+namespace {
+std::string spec_text(const std::string& cls, json devices, const json& edits) {
+  return cdi_spec_text(fmt::format("{}/{}", kCdiVendor, cls), std::move(devices), edits);
+}
+}  // namespace
+
+std::string cdi_spec_text(const std::string& kind, nlohmann::json devices, const nlohmann::json& edits) {
+  json spec = {{"cdiVersion", "0.5.0"}, {"kind", kind}, {"devices", std::move(devices)}};
+  if (!edits.empty()) spec["containerEdits"] = edits;
+  return spec.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
 Result<std::vector<CdiSpecFile>> cdi_specs(const Plan& plan, const Config& config, const HostFacts& host) {
   json devices = json::array();
   std::set<std::string> done;
   for (const auto& r : plan.resources) {
     for (const auto& d : r.devices) {
       if (!done.insert(d.uuid).second) continue;
-      json nodes = json::array();
-      for (const auto& n : device_nodes(d, config, host)) nodes.push_back(node_json(n));
-      if (nodes.empty()) {
-        const std::string node = d.minor ? host_path(config.dev_root(), fmt::format("/dev/nvidia{}", *d.minor))
-                                         : std::string("(NVML reports no minor number)");
+      auto device_edits = cdi_device_edits(d, config, host);
+      if (!device_edits) {
         return fail(ErrorCode::kNotFound,
-                    "CDI spec not written: device {} (index {}) has no device node ({}); CDI runtimes reject a spec "
-                    "with a device without edits, which would fail every GPU container on this node",
-                    d.uuid, d.index, node);
+                    "CDI spec not written: {}; CDI runtimes reject a spec with a device without edits, which would "
+                    "fail every GPU container on this node",
+                    device_edits.error().message);
       }
-      json device_edits = json::object();
-      if (!d.mig_gi) {
-        if (auto it = host.drm_nodes.find(d.gpu_index); it != host.drm_nodes.end()) {
-          for (const auto& n : it->second) nodes.push_back(node_json(n));
-        }
-        if (auto it = host.drm_links.find(d.gpu_index); it != host.drm_links.end() && !host.hook_tool.empty()) {
-          std::vector<std::string> args;
-          for (const auto& [target, link] : it->second) {
-            args.push_back("--link");
-            args.push_back(target + "::" + link);
-          }
-          device_edits["hooks"] = json::array({hook_json(host.hook_tool, "create-symlinks", args)});
-        }
-      }
-      device_edits["deviceNodes"] = nodes;
-      for (const auto& name : {d.uuid, d.index}) devices.push_back({{"name", name}, {"containerEdits", device_edits}});
+      for (const auto& name : {d.uuid, d.index}) devices.push_back({{"name", name}, {"containerEdits", *device_edits}});
     }
   }
   std::vector<CdiSpecFile> out;
   if (!devices.empty()) {
-    json common_nodes = json::array();
-    for (const auto& n : control_nodes(config, host)) common_nodes.push_back(node_json(n));
-    const DriverFiles& f = host.driver;
-    json mounts = json::array();
-    for (const auto& m : f.mounts) mounts.push_back(mount_json(m));
-    json env = json::array({"NVIDIA_VISIBLE_DEVICES=void"});
-    if (!f.libcuda_dir.empty()) env.push_back("NVIDIA_CTK_LIBCUDA_DIR=" + f.libcuda_dir);
-    json hooks = json::array();
-    if (!host.hook_tool.empty()) {
-      // The toolkit's order: links, CUDA forward compatibility, then the ldcache over both.
-      if (!f.links.empty()) {
-        std::vector<std::string> args;
-        for (const auto& [target, link] : f.links) {
-          args.push_back("--link");
-          args.push_back(target + "::" + link);
-        }
-        hooks.push_back(hook_json(host.hook_tool, "create-symlinks", args));
-      }
-      if (!f.version.empty()) {
-        hooks.push_back(hook_json(host.hook_tool, "enable-cuda-compat", {"--host-driver-version=" + f.version}));
-      }
-      if (!f.library_dirs.empty()) {
-        std::vector<std::string> args;
-        for (const auto& d : f.library_dirs) {
-          args.push_back("--folder");
-          args.push_back(d);
-        }
-        hooks.push_back(hook_json(host.hook_tool, "update-ldcache", args));
-      }
-    } else {
-      for (const auto& m : f.link_mounts) mounts.push_back(mount_json(m));
-    }
-    json edits = {{"env", env}, {"deviceNodes", common_nodes}};
-    if (!mounts.empty()) edits["mounts"] = mounts;
-    if (!hooks.empty()) edits["hooks"] = hooks;
-    out.push_back({spec_name(kCdiClass), spec_text(kCdiClass, std::move(devices), edits)});
+    out.push_back({spec_name(kCdiClass), spec_text(kCdiClass, std::move(devices), cdi_common_edits(config, host))});
   }
   auto extra = [&](bool enabled, const std::vector<DeviceNodeEdit>& nodes, const std::vector<MountEdit>& mounts,
                    const char* cls) {

@@ -5,6 +5,8 @@
 // plugin server converts ContainerEdits into protobuf.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <map>
 #include <optional>
@@ -169,6 +171,16 @@ struct CdiSpecFile {
 // missing under the dev root, or it has no minor number). CDI runtimes reject the whole file for
 // one device with empty edits, so such a spec would fail every GPU container of the node.
 Result<std::vector<CdiSpecFile>> cdi_specs(const Plan& plan, const Config& config, const HostFacts& host);
+
+// Pieces of a CDI spec, shared with the DRA driver's claim specs (src/dra):
+// - the containerEdits of one physical device (its device nodes, MIG capability nodes, a whole
+//   GPU's DRM nodes and by-path links); kNotFound, naming the device, when it has no device node;
+// - the edits every GPU container needs (control nodes, driver files, hooks, NVIDIA_VISIBLE_DEVICES=void);
+// - a mount as CDI writes it; the spec text (cdiVersion 0.5.0) for `kind` ("vendor/class").
+Result<nlohmann::json> cdi_device_edits(const PlannedDevice& device, const Config& config, const HostFacts& host);
+nlohmann::json cdi_common_edits(const Config& config, const HostFacts& host);
+nlohmann::json cdi_mount(const MountEdit& mount);
+std::string cdi_spec_text(const std::string& kind, nlohmann::json devices, const nlohmann::json& edits);
 
 // The CDI device names allocate() adds for the optional classes (gds, mofed, gdrcopy, IMEX
 // channels) on this host, in that order.
