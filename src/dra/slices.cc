@@ -80,6 +80,14 @@ bool owned_by(const json& slice, const std::string& uid) {
   return false;
 }
 
+// The device names of a slice spec, in order (what the API server never rewrites).
+std::vector<std::string> device_names(const json& spec) {
+  std::vector<std::string> out;
+  if (!spec.is_object() || !spec.contains("devices") || !spec["devices"].is_array()) return out;
+  for (const auto& d : spec["devices"]) out.push_back(d.value("name", ""));
+  return out;
+}
+
 // Errors another writer causes: re-read and try again at once.
 bool race(const kube::ApiError& e) { return e.conflict() || e.already_exists() || e.not_found(); }
 
@@ -282,6 +290,7 @@ Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
       const auto it = existing.find(slice_name(options_, i));
       if (it == existing.end() || annotation(it->second, kContentAnnotation) != hashes[i] ||
           pool_name_of(it->second) != options_.node_name || !owned_by(it->second, *uid) ||
+          device_names(it->second.value("spec", json::object())) != device_names(specs[i]) ||
           (generation >= 0 && generation_of(it->second) != generation)) {
         current = false;
         break;

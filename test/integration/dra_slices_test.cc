@@ -227,9 +227,18 @@ TEST(DraSlices, RepairsSlicesChangedByOthers) {
   (*s)["metadata"]["annotations"]["kgpu.io/slice-content"] = "tampered";
   ASSERT_TRUE(k.c->update(res::kResourceSlices, "", "node-a-gpu.nvidia.com-0", *s));
   ASSERT_TRUE(p.sync_once());
-  const auto slices = k.slices();
+  auto slices = k.slices();
   EXPECT_EQ(device_names(slices).size(), 3u);
   EXPECT_EQ(slices[0]["spec"]["pool"]["generation"], 2);
+  // The same with our content annotation left in place: the device list still tells.
+  s = k.c->get(res::kResourceSlices, "", "node-a-gpu.nvidia.com-0");
+  ASSERT_TRUE(s);
+  (*s)["spec"]["devices"].erase(2);
+  ASSERT_TRUE(k.c->update(res::kResourceSlices, "", "node-a-gpu.nvidia.com-0", *s));
+  ASSERT_TRUE(p.sync_once());
+  slices = k.slices();
+  EXPECT_EQ(device_names(slices).size(), 3u);
+  EXPECT_EQ(slices[0]["spec"]["pool"]["generation"], 3);
 }
 
 TEST(DraSlices, WorkerRetriesWithBackoffUntilPublished) {
