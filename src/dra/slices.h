@@ -5,7 +5,9 @@
 //
 // Contract:
 // - The caller gives the pool's whole content with update(): every device as its rendered
-//   `devices[]` entry (name, attributes, capacity; dra::Device's rendering) and its health. The
+//   `devices[]` entry (name, attributes, capacity; dra::Device's rendering) and its health. A lost
+//   GPU's devices must stay in the set (health.lost) for their NoExecute taint to be published: a
+//   device left out is removed from the pool, and nothing evicts the pods using it. The
 //   publisher adds the health taints, splits the devices into slices at the API's limits (128
 //   devices, 64 when a slice carries a taint), names them `<node>-<driver>-<i>`, and makes the API
 //   hold exactly those: it creates and updates them, and deletes the slices of this driver and node
@@ -24,7 +26,6 @@
 // The client is not owned and must outlive the publisher.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
