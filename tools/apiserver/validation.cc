@@ -312,6 +312,13 @@ void validate_taints(const json& taints, const std::string& path, Errors& e) {
   }
 }
 
+// An attribute or capacity name: "[domain/]identifier".
+void check_attribute_name(const std::string& name, const std::string& path, Errors& e) {
+  if (attribute_name(name)) return;
+  e.invalid(path, name,
+            "must be a C identifier of at most 32 characters, optionally prefixed by a DNS subdomain and '/'");
+}
+
 void validate_device(const json& d, const std::string& p, std::set<std::string>& names, Errors& e) {
   const json* name = field(d, "name");
   if (name == nullptr || str(name).empty()) {
@@ -326,9 +333,7 @@ void validate_device(const json& d, const std::string& p, std::set<std::string>&
     count += attrs->size();
     for (const auto& [k, v] : attrs->items()) {
       const std::string ap = fmt::format("{}.attributes[{}]", p, k);
-      if (!attribute_name(k))
-        e.invalid(ap, k,
-                  "must be a C identifier of at most 32 characters, optionally prefixed by a DNS subdomain and '/'");
+      check_attribute_name(k, ap, e);
       size_t set = 0;
       for (const char* kind : {"int", "bool", "string", "version"}) set += field(v, kind) != nullptr ? 1 : 0;
       if (set == 0) {
@@ -350,9 +355,7 @@ void validate_device(const json& d, const std::string& p, std::set<std::string>&
     count += cap->size();
     for (const auto& [k, v] : cap->items()) {
       const std::string cp = fmt::format("{}.capacity[{}]", p, k);
-      if (!attribute_name(k))
-        e.invalid(cp, k,
-                  "must be a C identifier of at most 32 characters, optionally prefixed by a DNS subdomain and '/'");
+      check_attribute_name(k, cp, e);
       if (field(v, "value") == nullptr) e.required(cp + ".value");
     }
   }
