@@ -145,6 +145,15 @@ const char* architecture_name(unsigned arch) {
   }
 }
 
+const char* brand_name(unsigned brand) {
+  // nvmlBrandType_t values 0..16 (11 is both VGAMING and CLOUD_GAMING).
+  static constexpr const char* kNames[] = {
+      "Unknown",   "Quadro",    "Tesla",     "NVS",       "Grid",      "GeForce",           "Titan",
+      "NvidiaVApps", "NvidiaVPC", "NvidiaVCS", "NvidiaVWS", "NvidiaCloudGaming", "QuadroRTX", "NvidiaRTX",
+      "Nvidia",    "GeForceRTX", "TitanRTX"};
+  return brand < std::size(kNames) ? kNames[brand] : "Unknown";
+}
+
 std::string architecture_family(unsigned arch) {
   // GPU Feature Discovery's gpu.family values: lower-case architecture, "ada-lovelace" for Ada.
   std::string s = architecture_name(arch);
@@ -277,6 +286,7 @@ GpuInfo NodeGpus::read_gpu(unsigned index) const {
     g.architecture_name = architecture_name(u);
     g.family = architecture_family(u);
   }
+  if (lib_->call(s.nvmlDeviceGetBrand, dev, &u) == kSuccess) g.brand = u;
   int major = 0, minor = 0;
   if (check(lib_->call(s.nvmlDeviceGetCudaComputeCapability, dev, &major, &minor), "compute capability")) {
     g.cc_major = major;
@@ -351,6 +361,7 @@ void NodeGpus::read_mig(Device dev, GpuInfo& g) const {
   struct GiInfo {
     unsigned profile_id;
     GpuInstancePlacement placement;
+    MigDevice::Engines engines;
   };
   std::map<unsigned, GiInfo> instances;
   for (unsigned p = 0; p < kGpuInstanceProfileCount; ++p) {
@@ -362,7 +373,9 @@ void NodeGpus::read_mig(Device dev, GpuInfo& g) const {
     for (unsigned k = 0; k < count && k < list.size(); ++k) {
       GpuInstanceInfo gi{};
       if (lib_->call(s.nvmlGpuInstanceGetInfo, list[k], &gi) == kSuccess) {
-        instances[gi.id] = {gi.profileId, gi.placement};
+        instances[gi.id] = {gi.profileId, gi.placement,
+                            MigDevice::Engines{info.copyEngineCount, info.decoderCount, info.encoderCount,
+                                               info.jpegCount, info.ofaCount, info.memorySizeMB}};
       }
     }
   }
@@ -393,6 +406,7 @@ void NodeGpus::read_mig(Device dev, GpuInfo& g) const {
       md.profile_id = it->second.profile_id;
       md.placement_start = it->second.placement.start;
       md.placement_size = it->second.placement.size;
+      md.engines = it->second.engines;
       if (const auto* shape = mig::shape_by_profile_id(it->second.profile_id)) media = shape->media_engines;
     }
     md.profile = mig::profile_name(md.gpu_slices, md.memory_mib, media);

@@ -49,6 +49,12 @@ struct MigDevice {
   uint64_t memory_mib = 0;
   unsigned sm_count = 0;
   std::optional<unsigned> placement_start, placement_size;  // memory slices
+  // The GPU-instance profile's engines and memory (nvmlGpuInstanceProfileInfo_t), when read.
+  struct Engines {
+    unsigned copy = 0, decoders = 0, encoders = 0, jpeg = 0, ofa = 0;
+    uint64_t profile_memory_mib = 0;  // memorySizeMB of the profile
+  };
+  std::optional<Engines> engines;
 };
 
 struct NvLinkInfo {
@@ -79,6 +85,7 @@ struct GpuInfo {
   std::optional<unsigned> architecture;  // NVML enum value
   std::string architecture_name;         // "Hopper"
   std::string family;                    // "hopper" (GPU Feature Discovery's gpu.family)
+  std::optional<unsigned> brand;         // NVML brand enum (nvmlDeviceGetBrand)
   std::optional<int> cc_major, cc_minor;
   std::optional<unsigned> numa_node;
   std::optional<unsigned> sm_count;
@@ -108,6 +115,9 @@ struct Inventory {
   // Problems that did not stop the inventory ("GPU 3: GPU_IS_LOST").
   std::vector<std::string> errors;
 };
+
+// NVML brand enum as go-nvlib names it ("Tesla", "Nvidia", "GeForceRTX", ...); "Unknown" otherwise.
+const char* brand_name(unsigned brand);
 
 // "12.4" from 12040.
 std::string cuda_version_string(int v);

@@ -106,6 +106,15 @@ FAKE_API Return nvmlDeviceGetArchitecture(Device d, unsigned int* arch) {
   return kSuccess;
 }
 
+FAKE_API Return nvmlDeviceGetBrand(Device d, unsigned int* type) {
+  Call c("nvmlDeviceGetBrand", d, true);
+  if (c.rc != kSuccess) return c.rc;
+  if (type == nullptr) return kErrorInvalidArgument;
+  // Current drivers report data-center GPUs (T4 to B200) as NVML_BRAND_NVIDIA.
+  *type = kgpu::nvml::kBrandNvidia;
+  return kSuccess;
+}
+
 FAKE_API Return nvmlDeviceGetCudaComputeCapability(Device d, int* major, int* minor) {
   Call c("nvmlDeviceGetCudaComputeCapability", d, true);
   if (c.rc != kSuccess) return c.rc;

@@ -100,6 +100,10 @@ inline constexpr unsigned kArchBlackwell = 10;
 inline constexpr unsigned kArchRubin = 13;
 inline constexpr unsigned kArchUnknown = 0xffffffffu;
 
+// nvmlBrandType_t
+inline constexpr unsigned kBrandTesla = 2;
+inline constexpr unsigned kBrandNvidia = 14;
+
 inline constexpr int kTemperatureGpu = 0;
 inline constexpr int kClockGraphics = 0;
 inline constexpr int kClockSm = 1;
@@ -365,6 +369,7 @@ static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, m
   X(nvmlDeviceGetPciInfo_v3, (kgpu::nvml::Device device, kgpu::nvml::PciInfo * pci))                                \
   X(nvmlDeviceGetMinorNumber, (kgpu::nvml::Device device, unsigned int* minorNumber))                               \
   X(nvmlDeviceGetArchitecture, (kgpu::nvml::Device device, unsigned int* arch))                                     \
+  X(nvmlDeviceGetBrand, (kgpu::nvml::Device device, unsigned int* type))                                            \
   X(nvmlDeviceGetCudaComputeCapability, (kgpu::nvml::Device device, int* major, int* minor))                        \
   X(nvmlDeviceGetNumaNodeId, (kgpu::nvml::Device device, unsigned int* node))                                       \
   X(nvmlDeviceGetMemoryInfo, (kgpu::nvml::Device device, kgpu::nvml::Memory * memory))                              \

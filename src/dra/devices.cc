@@ -1,0 +1,252 @@
+#include "dra/devices.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace kgpu::dra {
+
+namespace {
+
+k8s::Quantity bytes_quantity(uint64_t mib) {
+  return k8s::Quantity::from_value(static_cast<int64_t>(mib) << 20, k8s::QuantityFormat::kBinarySI);
+}
+
+k8s::Quantity count(uint64_t n) {
+  return k8s::Quantity::from_value(static_cast<int64_t>(n), k8s::QuantityFormat::kBinarySI);
+}
+
+// The attributes a GPU and its MIG devices share (those NVIDIA takes from the parent GPU).
+void common_attributes(const gpu::Inventory& inv, const gpu::GpuInfo& g, const BuildOptions& options,
+                       std::map<std::string, AttributeValue, std::less<>>& out, std::vector<std::string>& problems) {
+  out["productName"] = g.name;
+  out["brand"] = std::string(gpu::brand_name(g.brand.value_or(0)));
+  out["architecture"] = g.architecture_name.empty() ? std::string("Unknown") : g.architecture_name;
+  const auto version = [&](const char* attribute, const std::string& text) {
+    if (text.empty()) return;
+    if (auto v = loose_version(text)) {
+      out[attribute] = *v;
+    } else {
+      problems.push_back(fmt::format("GPU {}: {} not published: {}", g.index, attribute, v.error().message));
+    }
+  };
+  if (g.cc_major && g.cc_minor) version("cudaComputeCapability", fmt::format("{}.{}", *g.cc_major, *g.cc_minor));
+  version("driverVersion", inv.driver_version);
+  if (inv.cuda_driver_version) version("cudaDriverVersion", gpu::cuda_version_string(*inv.cuda_driver_version));
+  if (!g.pci.bus_id.empty()) {
+    const std::string bus = published_bus_id(g.pci.bus_id);
+    out[std::string(kPciBusIdAttribute)] = bus;
+    if (!options.sysfs_root.empty()) {
+      if (auto root = pcie_root(options.sysfs_root, bus)) out[std::string(kPcieRootAttribute)] = *root;
+    }
+  }
+}
+
+std::optional<Device> mig_device(const gpu::Inventory& inv, const gpu::GpuInfo& g, const gpu::MigDevice& m,
+                                 const BuildOptions& options, std::vector<std::string>& problems) {
+  if (!m.profile_id || !m.placement_start) {
+    problems.push_back(
+        fmt::format("GPU {} MIG device {} ({}): no GPU-instance profile id or placement", g.index, m.index, m.uuid));
+    return std::nullopt;
+  }
+  Device d;
+  d.type = DeviceType::kMig;
+  d.gpu_index = g.index;
+  d.minor = *g.minor_number;
+  d.uuid = m.uuid;
+  d.parent_uuid = g.uuid;
+  d.gpu_instance_id = m.gpu_instance_id;
+  d.compute_instance_id = m.compute_instance_id;
+  d.profile = m.profile;
+  d.pci_bus_id = g.pci.bus_id.empty() ? std::string() : published_bus_id(g.pci.bus_id);
+  std::string profile_part = m.profile;
+  std::erase(profile_part, '.');
+  d.name = fmt::format("gpu-{}-mig-{}-{}-{}", d.minor, rfc1123_name(profile_part), *m.profile_id, *m.placement_start);
+
+  common_attributes(inv, g, options, d.attributes, problems);
+  d.attributes["type"] = std::string("mig");
+  d.attributes["uuid"] = m.uuid;
+  d.attributes["parentUUID"] = g.uuid;
+  d.attributes["profile"] = m.profile;
+
+  if (m.engines) {
+    d.capacity["multiprocessors"] = count(m.sm_count);
+    d.capacity["copyEngines"] = count(m.engines->copy);
+    d.capacity["decoders"] = count(m.engines->decoders);
+    d.capacity["encoders"] = count(m.engines->encoders);
+    d.capacity["jpegEngines"] = count(m.engines->jpeg);
+    d.capacity["ofaEngines"] = count(m.engines->ofa);
+    d.capacity["memory"] = bytes_quantity(m.engines->profile_memory_mib);
+  } else {
+    d.capacity["multiprocessors"] = count(m.sm_count);
+    d.capacity["memory"] = bytes_quantity(m.memory_mib);
+  }
+  const unsigned size = m.placement_size.value_or(0);
+  for (unsigned i = *m.placement_start; i < *m.placement_start + size && i < 64; ++i) {
+    d.capacity[fmt::format("memorySlice{}", i)] = count(1);
+  }
+  return d;
+}
+
+}  // namespace
+
+const char* device_type_name(DeviceType t) { return t == DeviceType::kMig ? "mig" : "gpu"; }
+
+std::string rfc1123_name(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    if ((static_cast<unsigned char>(c) & 0xC0) == 0x80) continue;  // one '-' per UTF-8 sequence
+    const auto u = static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)));
+    out.push_back((std::isalnum(u) != 0 && u < 0x80) || u == '-' || u == '.' ? static_cast<char>(u) : '-');
+  }
+  const size_t first = out.find_first_not_of('-');
+  if (first == std::string::npos) return {};
+  out = out.substr(first, out.find_last_not_of('-') - first + 1);
+  if (out.ends_with('.')) out.pop_back();
+  if (out.size() > 253) out.resize(253);
+  return out;
+}
+
+Result<cel::Semver> loose_version(std::string_view text) {
+  const auto bad = [&](std::string_view why) {
+    return fail(ErrorCode::kInvalidArgument, "version '{}': {}", text.substr(0, 64), why);
+  };
+  std::string_view rest = text;
+  if (rest.starts_with('v')) rest.remove_prefix(1);
+  std::array<uint64_t, 3> parts{};
+  size_t n = 0;
+  while (n < parts.size()) {
+    size_t i = 0;
+    while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])) != 0) ++i;
+    if (i == 0) return bad("want up to three dot-separated numbers");
+    auto [p, ec] = std::from_chars(rest.data(), rest.data() + i, parts[n]);
+    if (ec != std::errc()) return bad("number out of range");
+    rest.remove_prefix(i);
+    ++n;
+    if (!rest.starts_with('.')) break;
+    if (n == parts.size()) return bad("more than three numeric parts");
+    rest.remove_prefix(1);
+  }
+  if (!rest.empty() && rest[0] != '-' && rest[0] != '+') return bad("unexpected text after the numbers");
+  auto v = cel::Semver::parse(fmt::format("{}.{}.{}{}", parts[0], parts[1], parts[2], rest));
+  if (!v) return bad(v.error().message);
+  return v;
+}
+
+std::string published_bus_id(std::string_view nvml_bus_id) {
+  unsigned domain = 0, bus = 0, dev = 0, function = 0;
+  const std::string id(nvml_bus_id);
+  if (std::sscanf(id.c_str(), "%x:%x:%x.%x", &domain, &bus, &dev, &function) == 4) {
+    return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", domain, bus, dev, function);
+  }
+  std::string out = id;
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+std::optional<std::string> pcie_root(const std::string& sysfs_root, std::string_view bus_id) {
+  const std::string link = fmt::format("{}/bus/pci/devices/{}", sysfs_root, bus_id);
+  std::array<char, 4096> buf{};
+  const ssize_t n = ::readlink(link.c_str(), buf.data(), buf.size() - 1);
+  if (n <= 0) return std::nullopt;
+  const std::string_view target(buf.data(), static_cast<size_t>(n));
+  // ".../devices/pci0000:00/0000:00:01.0/0000:18:00.0": the root complex is the "pci" component.
+  size_t pos = 0;
+  while (pos < target.size()) {
+    size_t end = target.find('/', pos);
+    if (end == std::string_view::npos) end = target.size();
+    const std::string_view part = target.substr(pos, end - pos);
+    if (part.starts_with("pci") && part.size() > 3 && part.find(':') != std::string_view::npos) {
+      return std::string(part);
+    }
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
+DeviceSet build_devices(const gpu::Inventory& inv, const BuildOptions& options) {
+  DeviceSet out;
+  std::set<std::string, std::less<>> names;
+  const auto add = [&](Device d) {
+    if (!names.insert(d.name).second) {
+      out.problems.push_back(fmt::format("{} ({}): a device of that name is already published", d.name, d.uuid));
+      return;
+    }
+    out.devices.push_back(std::move(d));
+  };
+  for (const gpu::GpuInfo& g : inv.gpus) {
+    if (g.lost) {
+      out.problems.push_back(fmt::format("GPU {} ({}): lost", g.index, g.uuid));
+      continue;
+    }
+    if (!g.minor_number) {
+      out.problems.push_back(fmt::format("GPU {} ({}): no minor number", g.index, g.uuid));
+      continue;
+    }
+    if (g.mig_enabled.value_or(false)) {
+      for (const gpu::MigDevice& m : g.mig_devices) {
+        if (auto d = mig_device(inv, g, m, options, out.problems)) add(std::move(*d));
+      }
+      if (g.mig_devices.empty()) out.problems.push_back(fmt::format("GPU {}: MIG enabled but no MIG devices", g.index));
+      continue;
+    }
+    Device d;
+    d.type = DeviceType::kGpu;
+    d.gpu_index = g.index;
+    d.minor = *g.minor_number;
+    d.uuid = g.uuid;
+    d.pci_bus_id = g.pci.bus_id.empty() ? std::string() : published_bus_id(g.pci.bus_id);
+    d.name = fmt::format("gpu-{}", d.minor);
+    common_attributes(inv, g, options, d.attributes, out.problems);
+    d.attributes["type"] = std::string("gpu");
+    d.attributes["uuid"] = g.uuid;
+    if (g.memory_total_mib) d.capacity["memory"] = bytes_quantity(*g.memory_total_mib);
+    add(std::move(d));
+  }
+  return out;
+}
+
+nlohmann::json slice_device_json(const Device& device) {
+  nlohmann::json attributes = nlohmann::json::object();
+  for (const auto& [name, value] : device.attributes) {
+    nlohmann::json v;
+    if (const auto* s = std::get_if<std::string>(&value)) {
+      v["string"] = *s;
+    } else if (const auto* i = std::get_if<int64_t>(&value)) {
+      v["int"] = *i;
+    } else if (const auto* b = std::get_if<bool>(&value)) {
+      v["bool"] = *b;
+    } else {
+      v["version"] = std::get<cel::Semver>(value).to_string();
+    }
+    attributes[name] = std::move(v);
+  }
+  nlohmann::json capacity = nlohmann::json::object();
+  for (const auto& [name, q] : device.capacity) capacity[name] = {{"value", q.to_string()}};
+  return {{"name", device.name}, {"attributes", std::move(attributes)}, {"capacity", std::move(capacity)}};
+}
+
+cel::DeviceInput cel_input(const Device& device, std::string_view driver) {
+  cel::DeviceInput in;
+  in.driver = std::string(driver);
+  for (const auto& [name, value] : device.attributes) in.attributes.emplace(name, value);
+  for (const auto& [name, q] : device.capacity) in.capacity.emplace(name, q);
+  return in;
+}
+
+const Device* find_device(const std::vector<Device>& devices, std::string_view name) {
+  for (const Device& d : devices) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+}  // namespace kgpu::dra

@@ -1,0 +1,103 @@
+// The DRA device model: the node's GPUs and MIG devices as NVIDIA's DRA driver (gpu.nvidia.com)
+// publishes them in ResourceSlices, built from the NVML inventory (gpu::Inventory).
+//
+// Names (as NVIDIA's driver forms them): a whole GPU is `gpu-<minor>`; a MIG device is
+// `gpu-<parent minor>-mig-<profile>-<GI profile id>-<placement start>`, where <profile> is the
+// profile name without dots, lower-cased, every character outside [a-z0-9-] turned into '-'
+// and leading/trailing '-' trimmed ("1g.10gb+me" -> "1g10gb-me").
+//
+// A GPU with MIG enabled publishes only its MIG devices (none when it has none); a lost GPU,
+// or one without the facts a name needs (minor number; MIG profile id and placement), is left
+// out and named in DeviceSet::problems.
+//
+// Attributes (bare names are the driver's domain): type ("gpu" | "mig"), uuid, productName,
+// brand, architecture, cudaComputeCapability, driverVersion, cudaDriverVersion (versions),
+// resource.kubernetes.io/pciBusID, resource.kubernetes.io/pcieRoot (when sysfs says), and for
+// MIG parentUUID and profile. Capacities: memory (bytes, binary SI); MIG multiprocessors,
+// copyEngines, decoders, encoders, jpegEngines, ofaEngines, memory (the profile's) and
+// memorySlice<i> = 1 for each memory slice the device occupies.
+//
+// Thread safety: plain values; build_devices() is a pure function apart from reading sysfs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cel/cel.h"
+#include "common/error.h"
+#include "gpu/types.h"
+#include "k8s/quantity.h"
+
+namespace kgpu::dra {
+
+inline constexpr std::string_view kDefaultDriverName = "gpu.nvidia.com";
+// The domain of the standard attributes Kubernetes defines (pciBusID, pcieRoot).
+inline constexpr std::string_view kKubernetesDomain = "resource.kubernetes.io";
+inline constexpr std::string_view kPciBusIdAttribute = "resource.kubernetes.io/pciBusID";
+inline constexpr std::string_view kPcieRootAttribute = "resource.kubernetes.io/pcieRoot";
+
+enum class DeviceType { kGpu, kMig };
+const char* device_type_name(DeviceType t);  // "gpu" | "mig"
+
+// One attribute value; the ResourceSlice field is {"int"|"bool"|"string"|"version": value}.
+using AttributeValue = cel::Attribute;
+
+struct Device {
+  std::string name;  // "gpu-0", "gpu-1-mig-2g20gb-14-0"
+  DeviceType type = DeviceType::kGpu;
+  unsigned gpu_index = 0;   // NVML index of the GPU (the parent, for MIG)
+  unsigned minor = 0;       // minor number of the GPU (the parent, for MIG): /dev/nvidia<minor>
+  std::string uuid;         // "GPU-..." or "MIG-..."
+  std::string parent_uuid;  // MIG: the GPU's UUID; empty for a GPU
+  std::optional<unsigned> gpu_instance_id, compute_instance_id;  // MIG
+  std::string profile;                                           // MIG: "1g.10gb", "1g.10gb+me"
+  std::string pci_bus_id;  // the GPU's (the parent's, for MIG), as published: "0000:18:00.0"
+  std::map<std::string, AttributeValue, std::less<>> attributes;
+  std::map<std::string, k8s::Quantity, std::less<>> capacity;
+};
+
+struct DeviceSet {
+  std::vector<Device> devices;        // GPUs in index order, each followed by nothing or its MIG devices
+  std::vector<std::string> problems;  // what was left out and why ("GPU 3: no minor number")
+};
+
+struct BuildOptions {
+  // Root of sysfs for resource.kubernetes.io/pcieRoot (<root>/bus/pci/devices/<bus id> is a link
+  // into <root>/devices/pci<domain>:<bus>/...). Empty: the attribute is not published.
+  std::string sysfs_root;
+};
+
+DeviceSet build_devices(const gpu::Inventory& inventory, const BuildOptions& options = {});
+
+// `name` made a valid device-name part as NVIDIA's driver does (see above).
+std::string rfc1123_name(std::string_view name);
+
+// A driver, CUDA or compute-capability version as a semantic version, the way NVIDIA's driver
+// reads it (Masterminds semver, loose): an optional 'v', one to three numeric parts, missing
+// parts 0, leading zeros dropped, then optional -pre/+build. "535.104.05" -> 535.104.5,
+// "12.4" -> 12.4.0. Errors (kInvalidArgument) quote the text.
+Result<cel::Semver> loose_version(std::string_view text);
+
+// NVML's "00000000:18:00.0" as Kubernetes' pciBusID attribute wants it: "0000:18:00.0".
+std::string published_bus_id(std::string_view nvml_bus_id);
+
+// "pci0000:00" for a device whose sysfs entry lives under /sys/devices/pci0000:00/...;
+// nullopt when sysfs has no such link.
+std::optional<std::string> pcie_root(const std::string& sysfs_root, std::string_view bus_id);
+
+// The device as an entry of ResourceSlice (resource.k8s.io/v1) spec.devices[]:
+// {"name", "attributes": {n: {"string"|"int"|"bool"|"version": v}}, "capacity": {n: {"value": q}}}.
+nlohmann::json slice_device_json(const Device& device);
+
+// The `device` variable a selector sees for this device under `driver`.
+cel::DeviceInput cel_input(const Device& device, std::string_view driver = kDefaultDriverName);
+
+// The device named `name`, or nullptr.
+const Device* find_device(const std::vector<Device>& devices, std::string_view name);
+
+}  // namespace kgpu::dra
