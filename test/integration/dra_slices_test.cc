@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "dra/devices.h"
 #include "dra_fixture.h"
 #include "standin.h"
 #include "test_env.h"
@@ -276,6 +277,63 @@ TEST(DraSlices, RemoveAllDeletesOnlyThisNodesSlices) {
   ASSERT_TRUE(removed);
   EXPECT_EQ(*removed, 2u);
   ASSERT_EQ(k.slices().size(), 1u);
+}
+
+// The device model (dra::build_devices) of an 8-GPU H100 node, GPU 7 in MIG mode with 7 x 1g.10gb,
+// as the pool's content: accepted by the stand-in's validation, NVIDIA's names published.
+TEST(DraSlices, PublishesTheDeviceModelOfAnInventory) {
+  gpu::Inventory inv;
+  inv.driver_version = "570.86.15";
+  inv.cuda_driver_version = 12080;
+  for (unsigned i = 0; i < 8; ++i) {
+    gpu::GpuInfo g;
+    g.index = i;
+    g.minor_number = i;
+    g.uuid = "GPU-0000000" + std::to_string(i) + "-0000-4000-8000-000000000000";
+    g.name = "NVIDIA H100 80GB HBM3";
+    g.architecture_name = "Hopper";
+    g.cc_major = 9;
+    g.cc_minor = 0;
+    g.memory_total_mib = 81559;
+    if (i == 7) {
+      g.mig_enabled = true;
+      for (unsigned k = 0; k < 7; ++k) {
+        gpu::MigDevice m;
+        m.index = k;
+        m.uuid = "MIG-0000000" + std::to_string(k) + "-0000-4000-8000-000000000000";
+        m.gpu_instance_id = 7 + k;
+        m.profile = "1g.10gb";
+        m.profile_id = 19;
+        m.gpu_slices = m.compute_slices = 1;
+        m.memory_mib = 9856;
+        m.sm_count = 16;
+        m.placement_start = k;
+        m.placement_size = 1;
+        g.mig_devices.push_back(m);
+      }
+    }
+    inv.gpus.push_back(g);
+  }
+  const DeviceSet set = build_devices(inv);
+  ASSERT_EQ(set.devices.size(), 14u) << ::testing::PrintToString(set.problems);
+  std::vector<PublishedDevice> devices;
+  for (const auto& d : set.devices) devices.push_back({slice_device_json(d), {}});
+  devices.back().health = DeviceHealth{false, true, false, "XID 79", {}};
+  Cluster k;
+  k.node("node-a");
+  SlicePublisher p(*k.c, options());
+  p.update(devices);
+  ASSERT_TRUE(p.sync_once()) << p.stats().last_error;
+  const auto slices = k.slices();
+  ASSERT_EQ(slices.size(), 1u);
+  const auto names = device_names(slices);
+  EXPECT_TRUE(names.contains("gpu-0"));
+  EXPECT_TRUE(names.contains("gpu-7-mig-1g10gb-19-6"));
+  EXPECT_FALSE(names.contains("gpu-7"));
+  const json* mig = device(slices, "gpu-7-mig-1g10gb-19-6");
+  ASSERT_NE(mig, nullptr);
+  EXPECT_EQ((*mig)["attributes"]["type"]["string"], "mig");
+  EXPECT_EQ((*mig)["taints"][0]["key"], "gpu.nvidia.com/reset-required");
 }
 
 TEST(DraSlices, SliceNamesAreValidForLongNodeNames) {
