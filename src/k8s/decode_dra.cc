@@ -24,6 +24,11 @@ DeviceSubRequest decode_sub_request(Decoder& d, const Value& r, std::string_view
   s.selectors = decode_selectors(d, &r, path);
   s.allocation_mode = d.text(&r, "allocationMode", path);
   s.count = d.integer(&r, "count", path);
+  for (const Value& t : d.seq(&r, "tolerations", path)) {
+    s.tolerations.push_back(Toleration{
+        Decoder::str(&t, "key"), Decoder::str(&t, "operator"), Decoder::str(&t, "value"), Decoder::str(&t, "effect"),
+        d.integer(&t, "tolerationSeconds", fmt::format("{}.tolerations[]", path)), t.line()});
+  }
   s.line = r.line();
   return s;
 }
@@ -151,6 +156,10 @@ std::optional<ResourceSlice> as_resource_slice(const Document& doc) {
         }
       }
       out.capacity.assign_last_wins(std::move(kv));
+    }
+    for (const Value& t : d.seq(body, "taints", path)) {
+      out.taints.push_back(
+          Taint{Decoder::str(&t, "key"), Decoder::str(&t, "value"), Decoder::str(&t, "effect"), t.line()});
     }
     s.devices.push_back(std::move(out));
   }

@@ -553,6 +553,7 @@ struct DeviceSubRequest {
   std::vector<CelSelector> selectors;
   Text allocation_mode;  // ExactCount (default) | All
   Int count;
+  std::vector<Toleration> tolerations;  // of device taints (v1 tolerations[])
   int line = 0;
 };
 
@@ -615,6 +616,7 @@ struct Device {
   std::string_view name;
   std::map<std::string_view, DeviceAttribute, std::less<>> attributes;
   QuantityMap capacity;  // capacity.<name>.value (v1beta1+), or the plain quantity (v1alpha3)
+  std::vector<Taint> taints;  // DeviceTaints (effect NoSchedule | NoExecute | None)
   int line = 0;
 };
 

@@ -1,12 +1,13 @@
 #include "store.h"
 
-#include "common/timestamp.h"
-#include "validation.h"
-
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <random>
+
+#include "common/timestamp.h"
+#include "validation.h"
 
 namespace kgpu::apiserver {
 
@@ -51,6 +52,22 @@ std::string random_suffix(size_t n) {
   std::string out;
   for (size_t i = 0; i < n; ++i) out += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
   return out;
+}
+
+// 422 Invalid for the fields `errors` names, in kube-apiserver's words and causes.
+Answer invalid_answer(const ResourceInfo& res, const std::string& name, const std::vector<FieldError>& errors) {
+  std::vector<std::string> texts;
+  json causes = json::array();
+  for (const auto& e : errors) {
+    texts.push_back(e.message());
+    causes.push_back(json{{"reason", e.type}, {"message", e.message()}, {"field", e.field}});
+  }
+  const std::string group_kind = res.group.empty() ? res.kind : res.kind + "." + res.group;
+  const std::string listed = texts.size() == 1 ? texts[0] : fmt::format("[{}]", fmt::join(texts, ", "));
+  Answer a =
+      status_answer(422, "Invalid", fmt::format("{} \"{}\" is invalid: {}", group_kind, name, listed), &res, name);
+  a.body["details"]["causes"] = std::move(causes);
+  return a;
 }
 
 std::string conflict_message(const ResourceInfo& res, const std::string& name, std::string_view why) {
@@ -214,6 +231,7 @@ Answer Store::create_locked(const ResourceInfo& res, const std::string& ns, json
     if (!body["spec"].contains("finalizers")) body["spec"]["finalizers"] = json::array({"kubernetes"});
   }
   normalize_quantities(res, body);
+  if (const auto errors = invalid_fields(res, body); !errors.empty()) return invalid_answer(res, name, errors);
   auto obj = std::make_shared<json>(std::move(body));
   if (dry_run) {
     (*obj)["metadata"]["resourceVersion"] = std::to_string(rv_);
@@ -341,6 +359,9 @@ Answer Store::write_update(const ResourceInfo& res, const std::string& key, std:
     updated["metadata"]["generation"] = meta(*old).value("generation", 1) + 1;
   }
   normalize_quantities(res, updated);
+  if (const auto errors = invalid_fields(res, updated, old.get()); !errors.empty()) {
+    return invalid_answer(res, name, errors);
+  }
   const bool deleting = !meta_str(*old, "deletionTimestamp").empty();
   auto obj = std::make_shared<json>(std::move(updated));
   if (dry_run) return Answer{200, *obj};

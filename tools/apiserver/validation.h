@@ -22,3 +22,23 @@ std::vector<std::string> unknown_fields(const ResourceInfo& res, const nlohmann:
 void normalize_quantities(const ResourceInfo& res, nlohmann::json& object);
 
 }  // namespace kgpu::apiserver
+
+namespace kgpu::apiserver {
+
+// One field's problem, in kube-apiserver's field.Error terms.
+struct FieldError {
+  std::string field;   // "spec.devices[3].name"
+  std::string type;    // the Status cause's reason: FieldValueTooMany, FieldValueRequired, ...
+  std::string detail;  // what follows the type's words
+  // "<field>: <type in words>: <detail>", as the API server writes it.
+  std::string message() const;
+};
+
+// Semantic validation of the kinds whose rules kgpu's clients must meet: resource.k8s.io/v1
+// ResourceSlice (pool, node selection, device count, names, attributes and capacities, taints;
+// driver and nodeName immutable when `old` is given) and DeviceClass (selector count, extended
+// resource name). Empty for other kinds.
+std::vector<FieldError> invalid_fields(const ResourceInfo& res, const nlohmann::json& object,
+                                       const nlohmann::json* old = nullptr);
+
+}  // namespace kgpu::apiserver

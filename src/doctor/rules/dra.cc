@@ -101,8 +101,9 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
     for (const auto& sel : sub.selectors)
       if (!add(*sel.expression, false)) return false;
     const int64_t want = sub.allocation_mode.value_or("ExactCount") == "All" ? 1 : sub.count.value_or(1);
-    int64_t free_ok = 0, total = 0, ok_taken = 0;
+    int64_t free_ok = 0, total = 0, ok_taken = 0, ok_tainted = 0;
     std::string best_seen;
+    std::vector<std::string> tainted;  // "device key=value:effect", the first few
     for (const auto& sl : s_.slices) {
       for (const auto& d : sl.v.devices) {
         const cel::DeviceInput in = device_input(d, *sl.v.driver);
@@ -136,6 +137,12 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
             if (best_seen.empty() && d.capacity.find(c) != d.capacity.end()) best_seen = c;
         }
         if (!ok) continue;
+        // A device taint the request does not tolerate keeps the device from being allocated.
+        if (const k8s::Taint* t = k8s::first_untolerated(d.taints, sub.tolerations)) {
+          ++ok_tainted;
+          if (tainted.size() < 4) tainted.push_back(fmt::format("{} {}={}:{}", d.name, t->key, t->value, t->effect));
+          continue;
+        }
         if (taken.contains(fmt::format("{}/{}/{}", *sl.v.driver, *sl.v.pool_name, d.name))) {
           ++ok_taken;
         } else {
@@ -154,9 +161,16 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
     } else {
       out.summary = fmt::format(
           "no device satisfies claim request {}: {} wanted, {} free match ({} published devices of "
-          "class {}, {} matching ones already allocated)",
-          req_name, want, free_ok, total, cls, ok_taken);
+          "class {}, {} matching ones already allocated{})",
+          req_name, want, free_ok, total, cls, ok_taken,
+          ok_tainted > 0 ? fmt::format(", {} tainted", ok_tainted) : std::string());
       for (const auto& e : exprs) out.details.push_back(fmt::format("selector: {}", e));
+      for (const auto& t : tainted) out.details.push_back(fmt::format("tainted (not tolerated): {}", t));
+      if (ok_tainted > 0) {
+        out.fix.push_back(
+            "the driver tainted unhealthy devices (docs/dra.md, \"Health taints\"): check the GPUs on "
+            "their node, or tolerate the taint in the claim request");
+      }
       if (!best_seen.empty()) {
         std::map<std::string, int> values;
         for (const auto& sl : s_.slices) {

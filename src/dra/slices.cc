@@ -1,0 +1,393 @@
+#include "dra/slices.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "common/log.h"
+#include "common/timestamp.h"
+
+namespace kgpu::dra {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kContentAnnotation = "kgpu.io/slice-content";
+constexpr int kRacesPerPass = 3;  // conflicts with another writer re-read at once before backing off
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// A label value from free text: [A-Za-z0-9._-], starting and ending alphanumeric, at most 63.
+std::string label_value(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    if (ok) {
+      out += c;
+    } else if (!out.empty() && out.back() != '-') {
+      out += '-';
+    }
+    if (out.size() >= 63) break;
+  }
+  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.back()))) out.pop_back();
+  size_t start = 0;
+  while (start < out.size() && !std::isalnum(static_cast<unsigned char>(out[start]))) ++start;
+  return out.substr(start);
+}
+
+int64_t generation_of(const json& slice) {
+  const json* g = nullptr;
+  if (slice.contains("spec") && slice["spec"].contains("pool")) {
+    const auto& pool = slice["spec"]["pool"];
+    if (pool.contains("generation") && pool["generation"].is_number_integer()) g = &pool["generation"];
+  }
+  return g != nullptr ? g->get<int64_t>() : 0;
+}
+
+std::string meta_string(const json& o, const char* key) {
+  if (!o.contains("metadata") || !o["metadata"].contains(key) || !o["metadata"][key].is_string()) return {};
+  return o["metadata"][key].get<std::string>();
+}
+
+std::string annotation(const json& o, const char* key) {
+  if (!o.contains("metadata")) return {};
+  const json& m = o["metadata"];
+  if (!m.contains("annotations") || !m["annotations"].contains(key) || !m["annotations"][key].is_string()) return {};
+  return m["annotations"][key].get<std::string>();
+}
+
+std::string pool_name_of(const json& slice) {
+  if (!slice.contains("spec") || !slice["spec"].contains("pool")) return {};
+  const json& p = slice["spec"]["pool"];
+  return p.contains("name") && p["name"].is_string() ? p["name"].get<std::string>() : std::string();
+}
+
+bool owned_by(const json& slice, const std::string& uid) {
+  if (!slice.contains("metadata") || !slice["metadata"].contains("ownerReferences")) return false;
+  for (const auto& r : slice["metadata"]["ownerReferences"]) {
+    if (r.value("kind", "") == "Node" && r.value("uid", "") == uid) return true;
+  }
+  return false;
+}
+
+// The device names of a slice spec, in order (what the API server never rewrites).
+std::vector<std::string> device_names(const json& spec) {
+  std::vector<std::string> out;
+  if (!spec.is_object() || !spec.contains("devices") || !spec["devices"].is_array()) return out;
+  for (const auto& d : spec["devices"]) out.push_back(d.value("name", ""));
+  return out;
+}
+
+// Errors another writer causes: re-read and try again at once.
+bool race(const kube::ApiError& e) { return e.conflict() || e.already_exists() || e.not_found(); }
+
+}  // namespace
+
+json health_taints(std::string_view driver, const DeviceHealth& h) {
+  json taints = json::array();
+  if (h.healthy) return taints;
+  json t;
+  if (h.lost) {
+    t = json{{"key", fmt::format("{}/unreachable", driver)}, {"effect", "NoExecute"}};
+  } else if (h.needs_reset) {
+    t = json{{"key", fmt::format("{}/reset-required", driver)}, {"effect", "NoSchedule"}};
+  } else {
+    t = json{{"key", fmt::format("{}/not-ready", driver)}, {"effect", "NoSchedule"}};
+  }
+  if (const std::string v = label_value(h.reason); !v.empty()) t["value"] = v;
+  if (h.since.time_since_epoch().count() != 0) t["timeAdded"] = format_rfc3339(h.since);
+  taints.push_back(std::move(t));
+  return taints;
+}
+
+std::string slice_name(const PublisherOptions& o, size_t index) {
+  std::string base = o.node_name + "-" + o.driver;
+  if (base.size() > 230) base = base.substr(0, 200) + fmt::format("-{:016x}", fnv1a(base));
+  while (!base.empty() && (base.back() == '-' || base.back() == '.')) base.pop_back();
+  return fmt::format("{}-{}", base, index);
+}
+
+std::vector<json> slice_specs(const PublisherOptions& o, std::span<const PublishedDevice> devices) {
+  bool tainted = false;
+  for (const auto& d : devices) tainted |= !d.health.healthy;
+  const size_t limit = std::max<size_t>(1, tainted ? std::min(o.max_devices, o.max_tainted_devices) : o.max_devices);
+  const size_t count = std::max<size_t>(1, (devices.size() + limit - 1) / limit);  // an empty pool: one empty slice
+  std::vector<json> out;
+  for (size_t i = 0; i < count; ++i) {
+    json list = json::array();
+    for (size_t k = i * limit; k < std::min(devices.size(), (i + 1) * limit); ++k) {
+      json d = devices[k].device;
+      if (json t = health_taints(o.driver, devices[k].health); !t.empty()) d["taints"] = std::move(t);
+      list.push_back(std::move(d));
+    }
+    out.push_back(json{{"driver", o.driver},
+                       {"nodeName", o.node_name},
+                       {"pool", json{{"name", o.node_name}, {"generation", 0}, {"resourceSliceCount", count}}},
+                       {"devices", std::move(list)}});
+  }
+  return out;
+}
+
+SlicePublisher::SlicePublisher(kube::Client& client, PublisherOptions options)
+    : client_(client), options_(std::move(options)) {}
+
+SlicePublisher::~SlicePublisher() { stop(); }
+
+void SlicePublisher::start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void SlicePublisher::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t SlicePublisher::update(std::vector<PublishedDevice> devices) {
+  uint64_t v = 0;
+  {
+    std::lock_guard lock(mu_);
+    devices_ = std::move(devices);
+    v = ++version_;
+    stats_.wanted = v;
+    dirty_ = true;
+  }
+  cv_.notify_all();
+  return v;
+}
+
+bool SlicePublisher::wait_published(uint64_t version, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return stats_.published >= version; });
+}
+
+PublisherStats SlicePublisher::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void SlicePublisher::run() {
+  Clock& clock = *options_.clock;
+  std::mt19937_64 rng{std::random_device{}()};
+  auto backoff = options_.initial_backoff;
+  Clock::SteadyTime next_resync = clock.steady_now() + options_.resync;
+  Clock::SteadyTime retry_at{};
+  bool retrying = false;
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const auto due = [&] {
+      if (stopping_) return true;
+      const auto now = clock.steady_now();
+      if (retrying) return now >= retry_at;
+      return dirty_ || (options_.resync.count() > 0 && now >= next_resync);
+    };
+    Clock::SteadyTime deadline = retrying ? retry_at : next_resync;
+    if (!retrying && options_.resync.count() == 0) deadline = clock.steady_now() + std::chrono::hours(24);
+    clock.wait_until(cv_, lock, deadline, due);
+    if (stopping_) break;
+    if (!due()) continue;
+    dirty_ = false;
+    const std::vector<PublishedDevice> devices = devices_;
+    lock.unlock();
+    const auto r = pass(devices);
+    lock.lock();
+    if (r) {
+      retrying = false;
+      backoff = options_.initial_backoff;
+      next_resync = clock.steady_now() + options_.resync;
+    } else {
+      // Exponential back-off with up to 20% jitter; a newer update() waits for the retry too.
+      const auto jitter = std::chrono::milliseconds(rng() % (backoff.count() / 5 + 1));
+      retry_at = clock.steady_now() + backoff + jitter;
+      retrying = true;
+      log::warn(fmt::format("ResourceSlices of node {}: {}; retrying in {} ms", options_.node_name, r.error().message,
+                            (backoff + jitter).count()));
+      backoff = std::min(backoff * 2, options_.max_backoff);
+    }
+  }
+}
+
+Result<void> SlicePublisher::sync_once() {
+  std::vector<PublishedDevice> devices;
+  {
+    std::lock_guard lock(mu_);
+    devices = devices_;
+    dirty_ = false;
+  }
+  return pass(devices);
+}
+
+Result<std::string> SlicePublisher::node_uid() {
+  // Read at every pass: a Node deleted and created again has a new uid, and slices owned by the
+  // old one would be garbage-collected.
+  auto node = client_.get(kube::resources::kNodes, "", options_.node_name);
+  if (!node) return std::unexpected(node.error().to_error());
+  const std::string uid = meta_string(*node, "uid");
+  if (uid.empty()) return fail(ErrorCode::kInternal, "node {} has no metadata.uid", options_.node_name);
+  return uid;
+}
+
+Result<std::vector<json>> SlicePublisher::list_slices() {
+  kube::ListOptions lo;
+  lo.field_selector = fmt::format("spec.nodeName={},spec.driver={}", options_.node_name, options_.driver);
+  auto items = client_.list_all(kube::resources::kResourceSlices, "", lo);
+  if (!items) return std::unexpected(items.error().to_error());
+  return std::move(*items);
+}
+
+Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
+  uint64_t version = 0;
+  {
+    std::lock_guard lock(mu_);
+    version = version_;
+    ++stats_.syncs;
+  }
+  const auto failed = [&](Error e) -> Result<void> {
+    std::lock_guard lock(mu_);
+    ++stats_.failures;
+    stats_.last_error = e.message;
+    return std::unexpected(std::move(e));
+  };
+  if (options_.node_name.empty()) return failed(Error{ErrorCode::kInvalidArgument, "no node name"});
+  auto uid = node_uid();
+  if (!uid) return failed(uid.error());
+
+  std::vector<json> specs = slice_specs(options_, devices);
+  std::vector<std::string> hashes;
+  for (const auto& s : specs) hashes.push_back(fmt::format("{:016x}", fnv1a(s.dump())));
+
+  for (int attempt = 0;; ++attempt) {
+    auto listed = list_slices();
+    if (!listed) return failed(listed.error());
+    std::map<std::string, json> existing;
+    for (auto& s : *listed) {
+      std::string name = meta_string(s, "name");  // before s is moved from
+      existing.emplace(std::move(name), std::move(s));
+    }
+
+    // Up to date: every slice of the pool there with our content and one generation, and the
+    // others (stale) of a lower generation or another pool — they only need deleting.
+    bool current = true;
+    int64_t generation = -1, highest = 0;
+    for (const auto& [name, s] : existing) highest = std::max(highest, generation_of(s));
+    for (size_t i = 0; i < specs.size() && current; ++i) {
+      const auto it = existing.find(slice_name(options_, i));
+      if (it == existing.end() || annotation(it->second, kContentAnnotation) != hashes[i] ||
+          pool_name_of(it->second) != options_.node_name || !owned_by(it->second, *uid) ||
+          device_names(it->second.value("spec", json::object())) != device_names(specs[i]) ||
+          (generation >= 0 && generation_of(it->second) != generation)) {
+        current = false;
+        break;
+      }
+      generation = generation_of(it->second);
+    }
+    std::vector<std::string> stale;
+    for (const auto& [name, s] : existing) {
+      bool ours = false;
+      for (size_t i = 0; i < specs.size(); ++i) ours |= name == slice_name(options_, i);
+      if (ours) continue;
+      stale.push_back(name);
+      if (pool_name_of(s) == options_.node_name && generation_of(s) >= generation) current = false;
+    }
+
+    std::optional<kube::ApiError> error;
+    int64_t wrote_generation = generation;
+    if (!current) {
+      wrote_generation = highest + 1;
+      for (size_t i = 0; i < specs.size() && !error; ++i) {
+        const std::string name = slice_name(options_, i);
+        json spec = specs[i];
+        spec["pool"]["generation"] = wrote_generation;
+        json obj{{"apiVersion", "resource.k8s.io/v1"}, {"kind", "ResourceSlice"}, {"spec", std::move(spec)}};
+        json meta{{"name", name},
+                  {"ownerReferences", json::array({json{{"apiVersion", "v1"},
+                                                        {"kind", "Node"},
+                                                        {"name", options_.node_name},
+                                                        {"uid", *uid},
+                                                        {"controller", true}}})}};
+        const auto it = existing.find(name);
+        if (it != existing.end()) {
+          // Keep what others put in metadata (labels, annotations, finalizers).
+          const json& old = it->second["metadata"];
+          for (const char* k : {"labels", "annotations", "finalizers"}) {
+            if (old.contains(k)) meta[k] = old[k];
+          }
+          meta["resourceVersion"] = old.value("resourceVersion", "");
+        }
+        meta["annotations"][kContentAnnotation] = hashes[i];
+        obj["metadata"] = std::move(meta);
+        if (it != existing.end()) {
+          auto r = client_.update(kube::resources::kResourceSlices, "", name, obj);
+          if (!r) {
+            error = r.error();
+          } else {
+            std::lock_guard lock(mu_);
+            ++stats_.updates;
+          }
+        } else {
+          auto r = client_.create(kube::resources::kResourceSlices, "", obj);
+          if (!r) {
+            error = r.error();
+          } else {
+            std::lock_guard lock(mu_);
+            ++stats_.creates;
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < stale.size() && !error; ++i) {
+      kube::DeleteOptions d;
+      d.uid = meta_string(existing[stale[i]], "uid");
+      auto r = client_.remove(kube::resources::kResourceSlices, "", stale[i], d);
+      if (!r && !r.error().not_found()) {
+        error = r.error();
+      } else if (r) {
+        std::lock_guard lock(mu_);
+        ++stats_.deletes;
+      }
+    }
+    if (!error) {
+      std::lock_guard lock(mu_);
+      stats_.generation = wrote_generation;
+      stats_.slices = specs.size();
+      stats_.published = std::max(stats_.published, version);
+      stats_.last_error.clear();
+      cv_.notify_all();
+      return {};
+    }
+    if (!race(*error) || attempt + 1 >= kRacesPerPass) return failed(error->to_error());
+  }
+}
+
+Result<size_t> SlicePublisher::remove_all() {
+  auto listed = list_slices();
+  if (!listed) return std::unexpected(listed.error());
+  size_t removed = 0;
+  for (const auto& s : *listed) {
+    auto r = client_.remove(kube::resources::kResourceSlices, "", meta_string(s, "name"));
+    if (!r && !r.error().not_found()) return std::unexpected(r.error().to_error());
+    if (r) ++removed;
+  }
+  std::lock_guard lock(mu_);
+  stats_.deletes += removed;
+  stats_.slices = 0;
+  return removed;
+}
+
+}  // namespace kgpu::dra
