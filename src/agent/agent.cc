@@ -353,6 +353,8 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   std::unique_ptr<gpu::NodeGpus> node;
   std::unique_ptr<DevicePluginManager> plugins;
   RealMpsControl dra_mps;  // outlives the DRA service that calls it
+  // The pool's ResourceSlices (DRA mode with API access); outlives `dra`, which feeds it.
+  std::unique_ptr<dra::SlicePublisher> slices;
   std::unique_ptr<DraService> dra;
   std::unique_ptr<dcgm::Profiler> profiler;  // outlives the sampler that calls it
   std::unique_ptr<metrics::Sampler> sampler;
@@ -372,10 +374,22 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
       d.plugins = po;
       d.client = dra_access.claims;
       d.mps = &dra_mps;
-      if (!d.client) log::warn("DRA: no API access (--kubeconfig, or a pod's service account): claims cannot be prepared");
+      d.inventory_interval = po.health_interval;
+      if (!d.client) {
+        log::warn("DRA: no API access (--kubeconfig, or a pod's service account): claims cannot be prepared, "
+                  "no ResourceSlices are published");
+      } else {
+        if (!slices) {
+          dra::PublisherOptions so_dra;
+          so_dra.driver = d.driver_name;
+          so_dra.node_name = node_name;
+          slices = std::make_unique<dra::SlicePublisher>(*d.client, so_dra);
+          slices->start();
+        }
+        d.publish = [p = slices.get()](std::vector<dra::PublishedDevice> pool) { p->update(std::move(pool)); };
+      }
       dra = std::make_unique<DraService>(*node, std::move(d));
       if (auto ok = dra->start(); !ok) return std::unexpected(ok.error());
-      // The ResourceSlice publisher attaches here and publishes dra->devices().
     }
     if (plugins && po.cluster != nullptr) {
       so.translate = [p = plugins.get()](const std::vector<kubelet::ContainerDevice>& listed) {
@@ -442,6 +456,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     if (sampler) sampler->stop();
     if (plugins) plugins->stop();
     if (dra) dra->stop();
+    if (slices) slices->stop();
     return 1;
   }
   // Tests and tools read the bound port from this line (the real one when port 0 was asked for).
@@ -483,6 +498,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   });
   if (plugins) plugins->stop();
   if (dra) dra->stop();
+  if (slices) slices->stop();
   sampler_stop.join();
   if (uninstall.valid()) {
     const auto verdict = uninstall.get();

@@ -1,5 +1,7 @@
 #include "agent/dra_service.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "kube/client.h"
 
@@ -9,6 +11,18 @@ DraService::DraService(gpu::NodeGpus& node, DraServiceOptions options) : node_(n
 
 DraService::~DraService() { stop(); }
 
+namespace {
+
+bool same_pool(const std::vector<dra::PublishedDevice>& a, const std::vector<dra::PublishedDevice>& b) {
+  return std::ranges::equal(a, b, [](const dra::PublishedDevice& x, const dra::PublishedDevice& y) {
+    return x.device == y.device && x.health.healthy == y.health.healthy && x.health.lost == y.health.lost &&
+           x.health.needs_reset == y.health.needs_reset && x.health.reason == y.health.reason &&
+           x.health.since == y.health.since;
+  });
+}
+
+}  // namespace
+
 void DraService::refresh() {
   auto inv = node_.inventory();
   if (!inv) {
@@ -17,18 +31,51 @@ void DraService::refresh() {
   }
   dra::DeviceSet set = dra::build_devices(*inv, dra::BuildOptions{opt_.sysfs_root});
   std::set<std::string> sick;
+  std::set<unsigned> lost;
   for (const auto& g : inv->gpus) {
     if (!g.lost && !g.error) continue;
-    sick.insert(g.uuid);
+    // A lost GPU may have no UUID left to read: its devices are found by index below.
+    if (!g.uuid.empty()) sick.insert(g.uuid);
     for (const auto& m : g.mig_devices) sick.insert(m.uuid);
+    if (g.lost) lost.insert(g.index);
   }
-  std::lock_guard lock(mu_);
-  if (set.problems != problems_) {
-    for (const auto& p : set.problems) log::warn("DRA: device not published: " + p);
-    problems_ = set.problems;
+  std::vector<dra::PublishedDevice> pool;
+  {
+    std::lock_guard lock(mu_);
+    if (set.problems != problems_) {
+      for (const auto& p : set.problems) log::warn("DRA: device not published: " + p);
+      problems_ = set.problems;
+    }
+    // A lost GPU is left out of the model: keep the devices it had, unhealthy.
+    for (const auto& d : devices_) {
+      if (!lost.contains(d.gpu_index) || dra::find_device(set.devices, d.name) != nullptr) continue;
+      set.devices.push_back(d);
+      sick.insert(d.uuid);
+    }
+    std::stable_sort(set.devices.begin(), set.devices.end(),
+                     [](const dra::Device& a, const dra::Device& b) { return a.gpu_index < b.gpu_index; });
+    devices_ = std::move(set.devices);
+    unhealthy_ = std::move(sick);
+    lost_gpus_ = std::move(lost);
+    const auto now = std::chrono::system_clock::now();
+    std::map<std::string, std::chrono::system_clock::time_point> since;
+    for (const auto& d : devices_) {
+      dra::PublishedDevice p;
+      p.device = dra::slice_device_json(d);
+      if (sick_locked(d)) {
+        auto it = sick_since_.find(d.uuid);
+        p.health.healthy = false;
+        p.health.lost = lost_gpus_.contains(d.gpu_index);
+        p.health.reason = p.health.lost ? "GPU lost" : "GPU not readable";
+        p.health.since = since[d.uuid] = it != sick_since_.end() ? it->second : now;
+      }
+      pool.push_back(std::move(p));
+    }
+    sick_since_ = std::move(since);
+    if (same_pool(pool, published_)) return;
+    published_ = pool;
   }
-  devices_ = std::move(set.devices);
-  unhealthy_ = std::move(sick);
+  if (opt_.publish) opt_.publish(std::move(pool));
 }
 
 Result<void> DraService::start() {
@@ -56,7 +103,7 @@ Result<void> DraService::start() {
   o.devices = [this] { return devices(); };
   o.healthy = [this](const dra::Device& d) {
     std::lock_guard lock(mu_);
-    return !unhealthy_.contains(d.uuid) && !unhealthy_.contains(d.parent_uuid);
+    return !sick_locked(d);
   };
   if (MpsControl* mps = opt_.mps) {
     const std::string root = config->mps_root;
@@ -118,6 +165,11 @@ void DraService::stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (plugin_) plugin_->stop();
+}
+
+bool DraService::sick_locked(const dra::Device& d) const {
+  return lost_gpus_.contains(d.gpu_index) || unhealthy_.contains(d.uuid) ||
+         (!d.parent_uuid.empty() && unhealthy_.contains(d.parent_uuid));
 }
 
 std::vector<dra::Device> DraService::devices() const {

@@ -4,8 +4,10 @@
 // the device list from NVML (every `inventory_interval`: MIG layout, lost GPUs).
 //
 // Health: a GPU NVML reports lost (or not readable) is unhealthy, and so are its MIG devices;
-// claims naming it fail to prepare. XID-based health and the ResourceSlices that publish devices()
-// are the slice publisher's (attach it with devices()).
+// claims naming it fail to prepare. A lost GPU's devices stay in devices() as last seen (NVML can
+// no longer describe them) so that the pool keeps them, tainted NoExecute, until the GPU is back.
+// After an inventory read that changed the pool's content (devices with their health), it goes to
+// `publish`, the ResourceSlice publisher's update(). XID-based device health is not tracked in DRA mode yet.
 //
 // Thread safety: start()/stop() from one owner thread; devices() and status getters from any thread.
 #pragma once
@@ -13,6 +15,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -23,6 +27,7 @@
 #include "agent/mps.h"
 #include "agent/plugin_manager.h"
 #include "dra/plugin.h"
+#include "dra/slices.h"
 #include "gpu/node.h"
 
 namespace kgpu::kube {
@@ -44,6 +49,9 @@ struct DraServiceOptions {
   std::chrono::milliseconds poll{100};
   std::chrono::milliseconds inventory_interval{std::chrono::seconds(10)};
   MpsControl* mps = nullptr;  // MPS control daemons per claim (not owned); null: client limits only
+  // Called (on the service's thread, or in start()) with the pool's whole content after an
+  // inventory read that changed it; must not block. Null: nothing is published.
+  std::function<void(std::vector<dra::PublishedDevice>)> publish;
 };
 
 class DraService {
@@ -65,6 +73,7 @@ class DraService {
  private:
   void loop();
   void refresh();
+  bool sick_locked(const dra::Device& d) const;  // mu_ held
 
   gpu::NodeGpus& node_;
   DraServiceOptions opt_;
@@ -73,10 +82,14 @@ class DraService {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;              // guarded by mu_
-  std::vector<dra::Device> devices_;   // guarded by mu_
-  std::set<std::string> unhealthy_;    // guarded by mu_: UUIDs of lost GPUs and their MIG devices
-  std::vector<std::string> problems_;  // guarded by mu_: last logged
+  bool stopping_ = false;             // guarded by mu_
+  std::vector<dra::Device> devices_;  // guarded by mu_
+  std::set<std::string> unhealthy_;   // guarded by mu_: UUIDs of lost GPUs and their MIG devices
+  std::set<unsigned> lost_gpus_;      // guarded by mu_: indices of GPUs NVML reports lost
+  // guarded by mu_: when each unhealthy device (UUID) was first seen so: the taint's timeAdded
+  std::map<std::string, std::chrono::system_clock::time_point> sick_since_;
+  std::vector<dra::PublishedDevice> published_;  // guarded by mu_: what `publish` was last given
+  std::vector<std::string> problems_;            // guarded by mu_: last logged
   std::thread thread_;
 };
 

@@ -377,6 +377,36 @@ TEST(DraAgent, NodeLabelTurnsTheAgentIntoTheDraDriver) {
   ASSERT_TRUE(info) << info.error().message << "\n" << agent.log();
   EXPECT_EQ(info->endpoint, plugins + "/gpu.nvidia.com/dra.sock");
 
+  // The pool's ResourceSlices: GPUs 0-6 whole, GPU 7's two MIG devices; a lost GPU's devices stay,
+  // tainted NoExecute, and the taint goes when the GPU is back.
+  auto pool = [&]() -> std::map<std::string, json> {
+    std::map<std::string, json> out;
+    auto list = client->list(kube::resources::kResourceSlices, "");
+    if (!list) return out;
+    for (const auto& s : (*list)["items"]) {
+      if (s["spec"].value("nodeName", "") != kNode || s["spec"].value("driver", "") != "gpu.nvidia.com") continue;
+      for (const auto& d : s["spec"]["devices"]) out[d.value("name", "")] = d;
+    }
+    return out;
+  };
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return pool().size() == 9; })) << agent.log();
+  EXPECT_TRUE(pool().contains("gpu-3"));
+  EXPECT_FALSE(pool().at("gpu-3").contains("taints"));
+  EXPECT_EQ(std::ranges::count_if(pool(), [](const auto& kv) { return kv.first.starts_with("gpu-7-mig-"); }), 2);
+  auto taint_of = [&](const std::string& device) -> std::string {
+    auto p = pool();
+    if (!p.contains(device) || !p[device].contains("taints") || p[device]["taints"].empty()) return "";
+    return p[device]["taints"][0].value("key", "") + ":" + p[device]["taints"][0].value("effect", "");
+  };
+  agent.fake().rewrite(std::string(kNodeYaml) + "faults:\n  lost: [3]\n");
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return taint_of("gpu-3") == "gpu.nvidia.com/unreachable:NoExecute"; }))
+      << json(pool()).dump() << agent.log();
+  EXPECT_EQ(pool().size(), 9u);
+  EXPECT_EQ(taint_of("gpu-2"), "");
+  agent.fake().rewrite(kNodeYaml);
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return pool().contains("gpu-3") && taint_of("gpu-3").empty(); }))
+      << agent.log();
+
   const std::string uid = allocate(*client, "agent-claim", "gpu-2");
   auto r = kgpu::testing::dra_prepare(info->endpoint, "v1", {{"default", uid, "agent-claim"}});
   ASSERT_TRUE(r) << r.error().message;
