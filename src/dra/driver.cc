@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "common/files.h"
@@ -58,6 +59,16 @@ sharing::PlannedDevice planned(const Device& d) {
     p.mig_ci = d.compute_instance_id.value_or(0);
   }
   return p;
+}
+
+// A claim uid as the kubelet sends it goes into file names: letters, digits and '-' only.
+std::optional<std::string> bad_uid(const ClaimRef& ref) {
+  const bool ok = !ref.uid.empty() && ref.uid.size() <= 128 && std::ranges::all_of(ref.uid, [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+  });
+  if (ok) return std::nullopt;
+  return fmt::format("claim {}/{}: uid {:?} is not a Kubernetes uid (letters, digits and '-', at most 128)", ref.ns,
+                     ref.name, ref.uid.substr(0, 160));
 }
 
 std::string host_path(const std::string& root, const std::string& path) {
@@ -296,6 +307,10 @@ std::map<std::string, PrepareResult> Driver::prepare(const std::vector<ClaimRef>
   std::lock_guard lock(mu_);
   for (const auto& ref : claims) {
     PrepareResult& r = out[ref.uid];
+    if (auto bad = bad_uid(ref)) {
+      r.error = *bad;
+      continue;
+    }
     if (auto it = claims_.find(ref.uid); it != claims_.end()) {
       if (::access(cdi_spec_path(ref.uid).c_str(), F_OK) == 0) {
         r.devices = it->second.devices;
@@ -335,6 +350,10 @@ std::map<std::string, std::string> Driver::unprepare(const std::vector<ClaimRef>
   std::lock_guard lock(mu_);
   for (const auto& ref : claims) {
     std::string& err = out[ref.uid];
+    if (auto bad = bad_uid(ref)) {
+      err = *bad;
+      continue;
+    }
     const std::string spec = cdi_spec_path(ref.uid);
     if (::unlink(spec.c_str()) != 0 && errno != ENOENT) {
       err = fmt::format("claim {} ({}): cannot remove the CDI spec {}: {}", ref.name, ref.uid, spec,

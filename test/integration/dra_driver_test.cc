@@ -237,9 +237,14 @@ TEST_P(DraDriverTest, PerClaimErrors) {
                                        {"default", missing, "missing"},
                                        {"default", sick, "sick"},
                                        {"default", "0000-not-the-uid", "good"},
-                                       {"default", "u-absent", "absent"}});
+                                       {"default", "u-absent", "absent"},
+                                       {"default", "../../escape", "good"}});
   ASSERT_TRUE(r) << r.error().message;
-  ASSERT_EQ(r->size(), 5u);
+  ASSERT_EQ(r->size(), 6u);
+  EXPECT_NE(r->at("../../escape").error.find("not a Kubernetes uid"), std::string::npos) << r->at("../../escape").error;
+  auto u = kgpu::testing::dra_unprepare(endpoint(), v, {{"default", "../../escape", "good"}});
+  ASSERT_TRUE(u);
+  EXPECT_NE(u->at("../../escape").find("not a Kubernetes uid"), std::string::npos);
   EXPECT_EQ(r->at(good).error, "");
   EXPECT_EQ(r->at(good).devices.size(), 1u);
   EXPECT_NE(r->at(missing).error.find("device gpu-9 is not on node node-a"), std::string::npos) << r->at(missing).error;
