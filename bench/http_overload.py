@@ -12,50 +12,19 @@ Prints a Markdown table. No assertion: the numbers go to bench/RESULTS.md.
 """
 import argparse
 import http.client
-import os
-import re
 import resource
 import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+from agent_bench import pct, rss_kib, start_agent
 
 
-def start_agent(build):
-    tmp = tempfile.mkdtemp(prefix="kgpu-http-")
-    log = open(os.path.join(tmp, "agent.log"), "w+")
-    env = dict(os.environ, KGPU_FAKE_NVML_CONFIG="")
-    env.pop("KGPU_FAKE_NVML_CONFIG")
-    proc = subprocess.Popen(
-        [os.path.join(build, "kgpu"), "agent", "--nvml-library",
-         os.path.join(build, "tools/fake-nvml/libnvidia-ml.so.1"), "-a", "127.0.0.1:0", "-c", "1000",
-         "--pod-resources-socket", "", "--device-plugin=false"],
-        stdout=log, stderr=log, env=env)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        log.seek(0)
-        m = re.search(r"listening on [^:\s]+:(\d+)", log.read())
-        if m:
-            return proc, int(m.group(1))
-        time.sleep(0.02)
-    proc.kill()
-    sys.exit("agent did not start")
 
 
-def pct(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * p))]
+
+
 
 
 def keepalive_scrapes(port, n):

@@ -18,22 +18,16 @@ import base64
 import ctypes
 import http.client
 import os
-import re
 import ssl
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
+from agent_bench import pct, rss_kib, start_agent
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+
 
 
 def bcrypt(password, cost):
@@ -63,29 +57,8 @@ def make_pki(d):
                 "-set_serial", serial, "-extfile", f"{d}/{name}.ext", "-out", f"{d}/{name}.crt")
 
 
-def start_agent(build, tmp, web_config=None):
-    log = open(os.path.join(tmp, "agent.log"), "w+")
-    env = {k: v for k, v in os.environ.items() if k != "KGPU_FAKE_NVML_CONFIG"}
-    args = [os.path.join(build, "kgpu"), "agent", "--nvml-library",
-            os.path.join(build, "tools/fake-nvml/libnvidia-ml.so.1"), "-a", "127.0.0.1:0", "-c", "1000",
-            "--pod-resources-socket", "", "--device-plugin=false"]
-    if web_config:
-        args += ["--web-config-file", web_config]
-    proc = subprocess.Popen(args, stdout=log, stderr=log, env=env)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        log.seek(0)
-        m = re.search(r"listening on [^:\s]+:(\d+)", log.read())
-        if m:
-            return proc, int(m.group(1))
-        time.sleep(0.02)
-    proc.kill()
-    sys.exit("agent did not start:\n" + open(os.path.join(tmp, "agent.log")).read())
 
 
-def pct(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * p))]
 
 
 class Client:
@@ -170,7 +143,7 @@ def main():
     for name, web, client in [("plain HTTP", None, None),
                               ("TLS 1.3 + client cert + basic auth", f"{tmp}/web.yml", "tls")]:
         os.makedirs(f"{tmp}/{name[:5]}", exist_ok=True)
-        proc, port = start_agent(a.build, f"{tmp}/{name[:5]}", web)
+        proc, port = start_agent(a.build, f"{tmp}/{name[:5]}", ["--web-config-file", web] if web else [])
         try:
             c = Client(port, ctx, "prometheus:s3cret") if client else Client(port)
             time.sleep(1.5)  # a first sample
