@@ -162,8 +162,7 @@ TEST_F(ExporterTest, SlowKubeletNeverBlocksAScrape) {
   const int calls = peer_.list_calls();
   std::thread poll([&] { s.poll_pod_resources_now(); });
   // The poll is inside its List call once the peer has counted it (it counts, then delays).
-  for (int i = 0; i < 1000 && peer_.list_calls() == calls; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  kgpu::testing::eventually([&] { return peer_.list_calls() > calls; }, std::chrono::seconds(1));
   EXPECT_GT(peer_.list_calls(), calls);  // (not ASSERT: the poll thread must be joined)
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 100; ++i) ASSERT_NE(s.page(), nullptr);
@@ -179,12 +178,13 @@ TEST_F(ExporterTest, XidGaugeAndResettableCounter) {
   EXPECT_TRUE(has(*s.page(), "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\""));
   fake_.rewrite(node_yaml("faults:\n  xids: [{gpu: 0, xid: 79}, {gpu: 0, xid: 79}, {gpu: 1, xid: 31}]\n"));
   std::string page;
-  for (int i = 0; i < 100; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    s.sample_now();
-    page = *s.page();
-    if (has(page, "xid=\"31\"} 1")) break;
-  }
+  kgpu::testing::eventually(
+      [&] {
+        s.sample_now();
+        page = *s.page();
+        return has(page, "xid=\"31\"} 1");
+      },
+      std::chrono::seconds(3));
   EXPECT_TRUE(has(page, ",xid=\"79\"} 2\n")) << page;
   EXPECT_TRUE(has(page, ",xid=\"31\"} 1\n")) << page;
   EXPECT_EQ(value_of(page, "kgpu_xid_events_total{gpu=\"0\""), "2") << page;
