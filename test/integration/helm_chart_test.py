@@ -112,7 +112,8 @@ try:
     plain = [os.path.join(source, "deploy", f) for f in ("daemonset.yaml", "sharing-config.yaml", "service.yaml",
                                                            "servicemonitor.yaml", "prometheus-rule.yaml",
                                                            "grafana-dashboard.yaml", "node-feature-rule.yaml",
-                                                           "scheduler/second-scheduler.yaml")]
+                                                           "scheduler/second-scheduler.yaml", "dra/rbac.yaml",
+                                                           "dra/deviceclasses.yaml")]
     r = k("apply", *sum((["-f", p] for p in plain), []))
     check(r.returncode == 0, "kubectl apply deploy/", r.stderr.strip()[-300:])
     r = k("get", "daemonset", "-n", "kgpu-system", "kgpu-agent", "-o", "json")
@@ -155,7 +156,10 @@ try:
         (["--set", "devicePlugn.enabled=true"], "devicePlugn"),
         (["--set", "scheduler.mode=primary"], "/scheduler/mode"),
         (["--set", "scheduler.policy=Packing"], "/scheduler/policy"),
-        (["--set", "draDriver.enabled=true"], "/draDriver/enabled"),
+        (["--set", "draDriver.nodes=some"], "/draDriver/nodes"),
+        (["--set", "draDriver.enabled=true,draDriver.nodes=all"], "one GPU API per node"),
+        (["--set", "draDriver.enabled=true,cdi.root="], "draDriver.enabled needs cdi.root"),
+        (["--set", "draDriver.driverName=GPU_nvidia"], "/draDriver/driverName"),
         (["--set", "config.name=x", "--set-string", "config.map.a=version: v1"], "config.name and config.map are exclusive"),
         (["--set-string", "config.map.bad/name=version: v1"], "'bad/name' does not match"),
         (["--set", "devicePlugin.enabled=false,gfd.enabled=false,dcgmExporter.enabled=false"], "nothing to install"),
@@ -215,6 +219,28 @@ try:
     nfr = find(objs, "NodeFeatureRule")[0]["spec"]["rules"][0]
     check(nfr["labels"] == {"nvidia.com/gpu.present": "true"} and
           nfr["matchFeatures"][0]["matchExpressions"]["vendor"]["value"] == ["10de"], "NodeFeatureRule: vendor 10de -> gpu.present")
+
+    check(not find(rendered["default values"][1], "DeviceClass") and
+          not find(rendered["default values"][1], "ClusterRole", "-dra"), "default: no DRA objects")
+    objs = rendered["dra-values.yaml"][1]
+    ds = find(objs, "DaemonSet")[0]
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    vols = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    check({"--gpu-api=dra", "--device-plugin=false", "--dra-driver-name=gpu.nvidia.com",
+           "--dra-registry-dir=/var/lib/kubelet/plugins_registry", "--dra-plugins-dir=/var/lib/kubelet/plugins"}
+          <= set(c["args"]), "draDriver: the agent's DRA flags", c["args"])
+    check(all(mounts[n] == vols[n]["hostPath"]["path"] for n in ("dra-registry", "dra-plugins")) and
+          "device-plugins" not in mounts, "draDriver: the kubelet's plugin directories at the host's paths", mounts)
+    classes = {d["metadata"]["name"]: d["spec"] for d in find(objs, "DeviceClass")}
+    check(sorted(classes) == ["gpu.nvidia.com", "mig.nvidia.com"] and
+          all("extendedResourceName" not in v for v in classes.values()) and
+          'device.attributes["gpu.nvidia.com"].type == "mig"' in classes["mig.nvidia.com"]["selectors"][0]["cel"]["expression"],
+          "draDriver: NVIDIA's DeviceClasses", classes)
+    role = find(objs, "ClusterRole", "-dra")[0]
+    check(any("resourceslices" in r["resources"] and "create" in r["verbs"] for r in role["rules"]) and
+          find(objs, "ClusterRoleBinding", "-dra")[0]["subjects"][0]["name"] == ds["spec"]["template"]["spec"]["serviceAccountName"],
+          "draDriver: the slices' RBAC, bound to the agent's ServiceAccount")
 
     objs = rendered["nvidia-device-plugin-values.yaml"][1]
     ds = find(objs, "DaemonSet")[0]

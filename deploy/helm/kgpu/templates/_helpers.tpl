@@ -55,7 +55,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 
 {{/* The agent runs when any of its parts is enabled. */}}
 {{- define "kgpu.agentEnabled" -}}
-{{- if or .Values.devicePlugin.enabled .Values.gfd.enabled .Values.dcgmExporter.enabled -}}true{{- end -}}
+{{- if or .Values.devicePlugin.enabled .Values.gfd.enabled .Values.dcgmExporter.enabled .Values.draDriver.enabled -}}true{{- end -}}
 {{- end -}}
 
 {{/*
