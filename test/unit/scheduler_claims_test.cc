@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "scheduler/claims.h"
+#include "scheduler/scheduler.h"
 
 namespace kgpu::scheduler {
 namespace {
@@ -313,6 +314,46 @@ TEST_F(Claims, TheAllocationCarriesClassAndClaimConfigAndTheNode) {
   EXPECT_EQ(alloc["devices"]["config"][1]["source"], "FromClaim");
   EXPECT_EQ(alloc["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"], json::array({"n3"}));
   EXPECT_EQ(alloc["allocationTimestamp"], "2026-12-02T10:00:00Z");
+}
+
+// Through the scheduler's verbs: a DRA pod is placed by its claims, prioritize favours the choice,
+// a pod asking for claims and a GPU resource is refused, and bind without API access fails.
+TEST(ClaimsInTheScheduler, FilterPrioritizeAndBindTakeTheClaimPath) {
+  FakeClock clock;
+  SchedulerOptions o;
+  o.clock = &clock;
+  auto s = GpuScheduler::create(o, nullptr, nullptr);
+  ASSERT_TRUE(s);
+  ClaimAllocator& a = (*s)->claims();
+  a.upsert_class(gpu_class());
+  a.upsert_slice(slice("n2", {device("gpu-0", "NVIDIA H100 80GB HBM3", "81559Mi")}));
+  a.upsert_claim(claim("c", {request("gpu", {kH100})}));
+  const std::vector<std::string_view> names{"n1", "n2"};
+  ExtenderArgs args;
+  args.pod = pod("p", {"c"});
+  args.set_node_names(names);
+  args.names_only = true;
+  const FilterDecision d = (*s)->filter(args);
+  ASSERT_EQ(d.result.nodes, std::vector<std::string>{"n2"}) << d.message;
+  EXPECT_EQ(d.node, "n2");
+  const auto scores = (*s)->prioritize(args);
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_EQ(scores[0], (std::pair<std::string, int64_t>{"n1", 0}));
+  EXPECT_EQ(scores[1], (std::pair<std::string, int64_t>{"n2", kMaxExtenderPriority}));
+  EXPECT_NE((*s)->bind({"p", "default", "pod-p", "n1"}).find("chosen on node n2"), std::string::npos);
+  EXPECT_NE((*s)->bind({"p", "default", "pod-p", "n2"}).find("no API client"), std::string::npos);
+
+  ExtenderArgs both;
+  both.pod = pod("g", {"c"});
+  both.pod["spec"]["containers"] =
+      json::array({{{"name", "m"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}});
+  both.set_node_names(names);
+  both.names_only = true;
+  const FilterDecision r = (*s)->filter(both);
+  EXPECT_TRUE(r.result.nodes.empty());
+  EXPECT_NE(r.result.unresolvable.at("n2").find("both nvidia.com/gpu and ResourceClaims"), std::string::npos)
+      << r.message;
+  EXPECT_EQ((*s)->stats().unschedulable, 1u);
 }
 
 }  // namespace
