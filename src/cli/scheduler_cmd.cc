@@ -61,7 +61,13 @@ CLI::App* add_scheduler_command(CLI::App& app) {
   cmd->add_option("--workload-refresh-ms", f.workload_refresh_ms, "How often FGD's target workload is recomputed")
       ->check(CLI::Range(100LL, 86'400'000LL))
       ->capture_default_str();
-  cmd->add_option("--threads", f.serve.threads, "HTTP worker threads")->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_option("--dra", f.serve.dra_claims,
+                  "Allocate the DRA ResourceClaims of the pods kgpu places (watches resourceslices, deviceclasses, "
+                  "resourceclaims)")
+      ->capture_default_str();
+  cmd->add_option("--threads", f.serve.threads, "HTTP worker threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cmd->add_option("--log-level", f.log_level, "Lowest level logged: debug, info, warn or error")
       ->envname("KGPU_LOG_LEVEL")
       ->capture_default_str();

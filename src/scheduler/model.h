@@ -129,6 +129,7 @@ struct GpuScheduler::Impl {
   std::unordered_map<std::string, std::string> pending_reason;  // uid -> last filter outcome reason
   SchedulerStats st;
   Metrics metrics;
+  ClaimAllocator claims{clock, opt.assume_ttl};  // its own lock; never called with `mu` held
   const std::vector<std::unique_ptr<sched::FilterPlugin>> filters = sched::default_filters();  // explain, preempt
 
   Impl(SchedulerOptions o, kube::Client* c, kube::EventRecorder* e)

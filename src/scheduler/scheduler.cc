@@ -29,6 +29,8 @@ Result<std::unique_ptr<GpuScheduler>> GpuScheduler::create(SchedulerOptions opti
 GpuScheduler::GpuScheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuScheduler::~GpuScheduler() = default;
 
+ClaimAllocator& GpuScheduler::claims() { return impl_->claims; }
+
 void GpuScheduler::upsert_node(const json& node) {
   const std::string name = str_at(node, {"metadata", "name"});
   if (name.empty()) return;
@@ -112,6 +114,7 @@ void GpuScheduler::remove_pod(const json& pod) {
   im.pending_reason.erase(uid);
   if (!im.dirty) im.release(uid);
   im.recharge_report_of(node, uid);
+  im.claims.forget_pod(uid);
 }
 
 void GpuScheduler::reset(const std::vector<json>& nodes, const std::vector<json>& pods) {
@@ -132,6 +135,43 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
   std::optional<sched::Pod> spec;
   Impl::PodInfo info = Impl::pod_info(args.pod, &spec);
   std::optional<std::pair<kube::EventTarget, std::string>> warn;
+  if (ClaimAllocator::has_claims(args.pod)) {
+    auto& im = *impl_;
+    std::string reason;
+    if (!info.resource.empty()) {
+      const std::string why =
+          fmt::format("kgpu does not place a pod that asks for both {} and ResourceClaims; ask for the GPUs one way",
+                      info.resource);
+      for (const auto& n : args.node_names) d.result.unresolvable[std::string(n)] = why;
+      d.message = fmt::format("0/{} nodes are available: {}", args.node_names.size(), why);
+      reason = "ClaimsAndExtendedResources";
+    } else {
+      ClaimFilterResult c = im.claims.filter(args.pod, args.node_names);
+      if (c.node) d.result.nodes = {*c.node};
+      d.node = c.node;
+      d.result.failed = std::move(c.failed);
+      d.result.unresolvable = std::move(c.unresolvable);
+      d.message = std::move(c.message);
+      reason = std::move(c.reason);
+    }
+    {
+      std::lock_guard lock(im.mu);
+      ++im.st.filters;
+      if (d.node) {
+        ++im.st.scheduled;
+        im.metrics.observe_filter("scheduled", im.clock.steady_now() - started);
+        return d;
+      }
+      ++im.st.unschedulable;
+      im.metrics.observe_filter("unschedulable", im.clock.steady_now() - started);
+    }
+    if (im.events != nullptr)
+      im.events->record(kube::EventTarget{"v1", "Pod", info.ns, info.name, info.uid}, "Warning", "FailedScheduling",
+                        "Scheduling", "kgpu: " + d.message);
+    log::debug("claims cannot be allocated",
+               {log::kv("pod", info.ns + "/" + info.name), log::kv("reason", reason), log::kv("message", d.message)});
+    return d;
+  }
   {
     std::lock_guard lock(impl_->mu);
     auto& im = *impl_;
@@ -229,11 +269,14 @@ std::vector<std::pair<std::string, int64_t>> GpuScheduler::prioritize(const Exte
   const std::string uid = str_at(args.pod, {"metadata", "uid"});
   const std::string key =
       uid.empty() ? str_at(args.pod, {"metadata", "namespace"}) + "/" + str_at(args.pod, {"metadata", "name"}) : uid;
+  const auto claims = impl_->claims.choice(key);
   std::lock_guard lock(impl_->mu);
   const auto a = impl_->assumed.find(key);
   std::vector<std::pair<std::string, int64_t>> out;
-  for (const auto& n : args.node_names)
-    out.emplace_back(std::string(n), a != impl_->assumed.end() && a->second.node == n ? kMaxExtenderPriority : 0);
+  for (const auto& n : args.node_names) {
+    const bool chosen = (a != impl_->assumed.end() && a->second.node == n) || (claims && claims->node == n);
+    out.emplace_back(std::string(n), chosen ? kMaxExtenderPriority : 0);
+  }
   return out;
 }
 
@@ -247,6 +290,7 @@ std::string GpuScheduler::bind(const BindingArgs& args) {
     im.metrics.observe_bind(result, im.clock.steady_now() - started);
     return error;
   };
+  if (const auto claims = im.claims.choice(key)) return bind_claims(args, *claims);
   {
     std::lock_guard lock(im.mu);
     im.maybe_refresh();
@@ -331,6 +375,51 @@ std::string GpuScheduler::bind(const BindingArgs& args) {
   if (!error.empty())
     log::warn("bind failed", {log::kv("pod", args.pod_namespace + "/" + args.pod_name), log::kv("error", error)});
   return finish(result, error);
+}
+
+std::string GpuScheduler::bind_claims(const BindingArgs& args, const PodClaimChoice& choice) {
+  auto& im = *impl_;
+  const auto started = im.clock.steady_now();
+  const std::string key = args.pod_uid.empty() ? args.pod_namespace + "/" + args.pod_name : args.pod_uid;
+  {
+    std::lock_guard lock(im.mu);
+    ++im.st.binds;
+  }
+  std::string error;
+  const char* result = "bound";
+  if (choice.node != args.node) {
+    error = fmt::format("kgpu scheduler: the ResourceClaims of pod {}/{} were chosen on node {}, not {}; retry",
+                        args.pod_namespace, args.pod_name, choice.node, args.node);
+    result = "no_choice";
+  } else if (im.client == nullptr) {
+    error = "kgpu scheduler: no API client";
+    result = "error";
+  } else if (error = im.claims.reserve(*im.client, args.pod_namespace, args.pod_name, args.pod_uid, args.node);
+             !error.empty()) {
+    result = "error";
+  } else if (auto r = im.client->bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node); !r) {
+    error = "kgpu scheduler: binding " + args.pod_namespace + "/" + args.pod_name + ": " + r.error().text();
+    result = r.error().conflict() ? "conflict" : "error";
+    im.claims.unreserve(*im.client, key);
+  }
+  {
+    std::lock_guard lock(im.mu);
+    if (!error.empty()) ++im.st.bind_errors;
+    im.metrics.observe_bind(result, im.clock.steady_now() - started);
+  }
+  if (!error.empty()) {
+    log::warn("bind failed", {log::kv("pod", args.pod_namespace + "/" + args.pod_name), log::kv("error", error)});
+    return error;
+  }
+  if (im.events != nullptr) {
+    std::vector<std::string> devices;
+    for (const auto& c : choice.claims)
+      for (const auto& [req, id] : c.results) devices.push_back(fmt::format("{}/{}:{}", c.name, req, id.device));
+    im.events->record(kube::EventTarget{"v1", "Pod", args.pod_namespace, args.pod_name, args.pod_uid}, "Normal",
+                      "ResourceClaimsAllocated", "Binding",
+                      fmt::format("kgpu allocated {} on node {}", gpu_list(devices), args.node));
+  }
+  return "";
 }
 
 PreemptDecision GpuScheduler::preempt(const PreemptionArgs& args) {

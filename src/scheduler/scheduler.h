@@ -22,6 +22,11 @@
 // already bound, or a node still admitting an indistinguishable pod (see `serialize_admission`)
 // gives an error and drops the charge: kube-scheduler retries, a GPU is never given twice.
 //
+// DRA. A pod that names ResourceClaims (spec.resourceClaims) is placed by its claims alone
+// (scheduler/claims.h): filter() chooses the node where they can be allocated, bind() allocates
+// and reserves them, then writes the Binding (and undoes the reservation when the Binding fails).
+// A pod asking for both claims and a GPU extended resource is refused with the reason.
+//
 // Thread safety: every public method may be called from any thread (one lock; the API calls of
 // bind() and the events are made outside it).
 #pragma once
@@ -42,6 +47,7 @@
 #include "common/error.h"
 #include "k8s/gpu_assignment.h"
 #include "sched/framework.h"
+#include "scheduler/claims.h"
 #include "scheduler/extender.h"
 
 namespace kgpu::kube {
@@ -99,6 +105,8 @@ class GpuScheduler {
   void remove_node(const std::string& name);
   void upsert_pod(const nlohmann::json& pod);
   void remove_pod(const nlohmann::json& pod);
+  // The DRA model (feed it the resourceslices, deviceclasses and resourceclaims informers).
+  ClaimAllocator& claims();
   // Replaces everything (a relist).
   void reset(const std::vector<nlohmann::json>& nodes, const std::vector<nlohmann::json>& pods);
 
@@ -121,6 +129,7 @@ class GpuScheduler {
 
  private:
   explicit GpuScheduler(std::unique_ptr<Impl> impl);
+  std::string bind_claims(const BindingArgs& args, const PodClaimChoice& choice);
   std::unique_ptr<Impl> impl_;
 };
 

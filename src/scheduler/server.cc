@@ -98,8 +98,34 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   pods.add_handlers({[&](const kube::ObjectRef& p) { s.upsert_pod(*p); },
                      [&](const kube::ObjectRef&, const kube::ObjectRef& p) { s.upsert_pod(*p); },
                      [&](const kube::ObjectRef& p) { s.remove_pod(*p); }});
+  // DRA: the pools, classes and claims the claim allocator reads.
+  std::vector<std::unique_ptr<kube::Informer>> dra;
+  if (o.dra_claims) {
+    ClaimAllocator& claims = s.claims();
+    const auto add = [&](const kube::Resource& r, std::function<void(const nlohmann::json&)> up,
+                         std::function<void(const nlohmann::json&)> down) {
+      kube::InformerOptions io;
+      io.resource = r;
+      auto inf = std::make_unique<kube::Informer>(**client, io);
+      inf->add_handlers({[up](const kube::ObjectRef& x) { up(*x); },
+                         [up](const kube::ObjectRef&, const kube::ObjectRef& x) { up(*x); },
+                         [down](const kube::ObjectRef& x) { down(*x); }});
+      dra.push_back(std::move(inf));
+    };
+    add(
+        kube::resources::kResourceSlices, [&](const nlohmann::json& x) { claims.upsert_slice(x); },
+        [&](const nlohmann::json& x) { claims.remove_slice(x); });
+    add(
+        kube::resources::kDeviceClasses, [&](const nlohmann::json& x) { claims.upsert_class(x); },
+        [&](const nlohmann::json& x) { claims.remove_class(x); });
+    add(
+        kube::resources::kResourceClaims, [&](const nlohmann::json& x) { claims.upsert_claim(x); },
+        [&](const nlohmann::json& x) { claims.remove_claim(x); });
+  }
+  const auto dra_synced = [&] { return std::ranges::all_of(dra, [](const auto& i) { return i->synced(); }); };
   nodes.start();
   pods.start();
+  for (auto& i : dra) i->start();
 
   std::atomic<bool> leading{!o.leader_elect};
   std::unique_ptr<kube::LeaderElector> elector;
@@ -155,7 +181,7 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     reply(res, 500, nlohmann::json{{"Error", "kgpu scheduler: internal error: " + what}}.dump());
   });
 
-  const auto ready = [&] { return leading.load() && nodes.synced() && pods.synced(); };
+  const auto ready = [&] { return leading.load() && nodes.synced() && pods.synced() && dra_synced(); };
   // Verbs are refused until this replica leads with synced caches.
   const auto gate = [&](httplib::Response& res) {
     if (ready()) return true;
@@ -213,6 +239,8 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     if (!leading) why += "not the leader\n";
     if (!nodes.synced()) why += "nodes not synced: " + nodes.last_error() + "\n";
     if (!pods.synced()) why += "pods not synced: " + pods.last_error() + "\n";
+    for (const auto& i : dra)
+      if (!i->synced()) why += "DRA objects not synced: " + i->last_error() + "\n";
     reply(res, 503, why, "text/plain");
   });
 
@@ -234,6 +262,7 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   http->stop();
   if (server_thread.joinable()) server_thread.join();
   if (elector_thread.joinable()) elector_thread.join();
+  for (auto& i : dra) i->stop();
   pods.stop();
   nodes.stop();
   events.flush(std::chrono::seconds(2));  // what is left after that is dropped

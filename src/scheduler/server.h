@@ -6,7 +6,7 @@
 // both informers synced: a Service in front of the replicas then reaches the leader only).
 // A replica that is not the leader answers the verbs with 503 and the leader's name.
 //
-// Threads: informers (2), the leader elector (1), the HTTP pool (`threads`), the caller's thread
+// Threads: informers (2, and 3 more for DRA), the leader elector (1), the HTTP pool (`threads`), the caller's thread
 // waiting for `stop`.
 #pragma once
 
@@ -35,6 +35,9 @@ struct ServeOptions {
   std::string identity;  // default: hostname + "_" + a random suffix
   std::chrono::milliseconds lease_duration{15'000}, renew_deadline{10'000}, retry_period{2'000};
   std::chrono::milliseconds sync_timeout{120'000};
+  // Allocate the DRA ResourceClaims of the pods kgpu places: informers on resourceslices,
+  // deviceclasses and resourceclaims (resource.k8s.io/v1), part of readiness.
+  bool dra_claims = true;
 };
 
 // Runs until `stop` is set (or SIGINT/SIGTERM when null). Returns the exit status.

@@ -399,5 +399,160 @@ TEST_F(SchedulerLive, TwoReplicasOneLeaderAndHostileBodies) {
   EXPECT_TRUE(eventually([&] { return b.ready(); }, std::chrono::seconds(30))) << b.log();
 }
 
+// ---- DRA: ResourceClaims allocated and reserved by kgpu before the Binding (KEP-4381) ----
+
+json dra_device(const std::string& name, const std::string& product, const std::string& memory) {
+  return {{"name", name},
+          {"attributes",
+           {{"type", {{"string", "gpu"}}},
+            {"productName", {{"string", product}}},
+            {"driverVersion", {{"version", "580.105.8"}}}}},
+          {"capacity", {{"memory", {{"value", memory}}}}}};
+}
+
+json dra_slice(const std::string& node, const std::vector<json>& devices) {
+  return {{"metadata", {{"name", node + "-gpu.nvidia.com-0"}}},
+          {"spec",
+           {{"driver", "gpu.nvidia.com"},
+            {"nodeName", node},
+            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+            {"devices", devices}}}};
+}
+
+json dra_claim(const std::string& name, const std::vector<std::string>& selectors) {
+  json sels = json::array();
+  for (const auto& e : selectors) sels.push_back({{"cel", {{"expression", e}}}});
+  return {{"metadata", {{"name", name}}},
+          {"spec",
+           {{"devices",
+             {{"requests",
+               json::array(
+                   {{{"name", "gpu"},
+                     {"exactly", {{"deviceClassName", "gpu.nvidia.com"}, {"count", 1}, {"selectors", sels}}}}})}}}}}};
+}
+
+json claim_pod(const std::string& name, const std::string& claim) {
+  json c{{"name", "main"}, {"image", "i:1"}, {"resources", {{"claims", json::array({{{"name", "gpu"}}})}}}};
+  json rc = claim.starts_with("template:") ? json{{"name", "gpu"}, {"resourceClaimTemplateName", claim.substr(9)}}
+                                           : json{{"name", "gpu"}, {"resourceClaimName", claim}};
+  return {{"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec", {{"containers", json::array({c})}, {"resourceClaims", json::array({rc})}}}};
+}
+
+TEST_F(SchedulerLive, AllocatesAndReservesDraClaimsBeforeTheBinding) {
+  for (const char* n : {"n1", "n2"}) create(res::kNodes, json{{"metadata", {{"name", n}}}});
+  create(res::kDeviceClasses,
+         {{"metadata", {{"name", "gpu.nvidia.com"}}},
+          {"spec",
+           {{"selectors", json::array({{{"cel",
+                                         {{"expression",
+                                           "device.driver == \"gpu.nvidia.com\" && "
+                                           "device.attributes[\"gpu.nvidia.com\"].type == \"gpu\""}}}}})}}}});
+  create(res::kResourceSlices,
+         dra_slice("n1", {dra_device("gpu-0", "NVIDIA L4", "23034Mi"), dra_device("gpu-1", "NVIDIA L4", "23034Mi")}));
+  create(res::kResourceSlices, dra_slice("n2", {dra_device("gpu-0", "NVIDIA H100 80GB HBM3", "81559Mi"),
+                                                dra_device("gpu-1", "NVIDIA H100 80GB HBM3", "81559Mi")}));
+  const std::string mem40 = "device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0";
+  create(res::kResourceClaims, dra_claim("big", {mem40}));
+  create(res::kResourceClaims, dra_claim("shared", {mem40}));
+  create(res::kResourceClaims,
+         dra_claim("huge", {"device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"100Gi\")) >= 0"}));
+  create(res::kResourceClaims, dra_claim("solo", {}));
+  const json p1 = create(res::kPods, claim_pod("p1", "big"));
+  const json p2 = create(res::kPods, claim_pod("p2", "shared"));
+  const json p3 = create(res::kPods, claim_pod("p3", "shared"));
+  Scheduler s(standin_, {"--leader-elect=false"});
+  ASSERT_TRUE(eventually([&] { return s.ready(); }, std::chrono::seconds(10))) << s.log();
+
+  // A claim for one big GPU: only n2 has one; allocated, reserved, then the pod bound.
+  json reply;
+  ASSERT_EQ(filter(s, p1, {"n1", "n2"}, &reply), "n2") << reply.dump() << s.log();
+  auto pr = s.post("prioritize", json{{"Pod", untyped(p1)}, {"Nodes", nullptr}, {"NodeNames", {"n1", "n2"}}});
+  ASSERT_TRUE(pr && pr->status == 200);
+  for (const auto& h : json::parse(pr->body)) EXPECT_EQ(h["Score"], h["Host"] == "n2" ? 10 : 0) << pr->body;
+  ASSERT_EQ(bind(s, p1, "n2"), "") << s.log();
+  EXPECT_EQ(pod("p1")["spec"]["nodeName"], "n2");
+  json big = *client_->get(res::kResourceClaims, "default", "big");
+  EXPECT_EQ(big["metadata"]["finalizers"], json::array({"resource.kubernetes.io/delete-protection"})) << big.dump();
+  const json& alloc = big["status"]["allocation"];
+  EXPECT_EQ(alloc["devices"]["results"],
+            json::array({{{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", "n2"}, {"device", "gpu-0"}}}))
+      << big.dump();
+  EXPECT_EQ(alloc["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0],
+            (json{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"n2"}}}));
+  EXPECT_FALSE(alloc.value("allocationTimestamp", "").empty());
+  EXPECT_EQ(big["status"]["reservedFor"],
+            json::array({{{"resource", "pods"}, {"name", "p1"}, {"uid", p1["metadata"]["uid"]}}}));
+
+  // A claim shared by two pods: the first allocates it (through one injected 409, re-read and
+  // retried), the second is pinned to its node and only added to reservedFor.
+  standin_.fault({{"status", 409}, {"path", "/resourceclaims/shared/status"}, {"method", "PUT"}, {"times", 1}});
+  ASSERT_EQ(filter(s, p2, {"n1", "n2"}, &reply), "n2") << reply.dump();
+  ASSERT_EQ(bind(s, p2, "n2"), "") << s.log();
+  const json shared1 = *client_->get(res::kResourceClaims, "default", "shared");
+  EXPECT_EQ(shared1["status"]["allocation"]["devices"]["results"][0]["device"], "gpu-1") << shared1.dump();
+  ASSERT_EQ(filter(s, p3, {"n1", "n2"}, &reply), "n2") << reply.dump();
+  ASSERT_EQ(bind(s, p3, "n2"), "") << s.log();
+  const json shared = *client_->get(res::kResourceClaims, "default", "shared");
+  EXPECT_EQ(shared["status"]["allocation"], shared1["status"]["allocation"]);
+  ASSERT_EQ(shared["status"]["reservedFor"].size(), 2u) << shared.dump();
+  EXPECT_EQ(shared["status"]["reservedFor"][1]["name"], "p3");
+  EXPECT_EQ(pod("p3")["spec"]["nodeName"], "n2");
+  // Elsewhere the shared claim cannot follow.
+  const json p3b = create(res::kPods, claim_pod("p3b", "shared"));
+  EXPECT_EQ(filter(s, p3b, {"n1"}, &reply), "");
+  EXPECT_NE(reply["FailedAndUnresolvableNodes"].value("n1", "").find("allocated on node n2"), std::string::npos)
+      << reply.dump();
+
+  // No device satisfies: every node says why, naming the selector; an event tells the pod.
+  const json p4 = create(res::kPods, claim_pod("p4", "huge"));
+  EXPECT_EQ(filter(s, p4, {"n1", "n2"}, &reply), "");
+  const std::string why = reply["FailedAndUnresolvableNodes"].value("n2", "");
+  EXPECT_NE(why.find("wants 1 device(s), 0 free"), std::string::npos) << reply.dump();
+  EXPECT_NE(why.find("quantity(\"100Gi\")"), std::string::npos) << reply.dump();
+  EXPECT_TRUE(eventually([&] {
+    auto ev = client_->list(res::kEventsV1, "default");
+    return ev && ev->dump().find("cannot allocate all claims") != std::string::npos;
+  }));
+
+  // A template's claim not created yet: the pod waits, saying so.
+  const json p5 = create(res::kPods, claim_pod("p5", "template:gpu-template"));
+  EXPECT_EQ(filter(s, p5, {"n1", "n2"}, &reply), "");
+  EXPECT_NE(reply["FailedAndUnresolvableNodes"].value("n1", "").find("template gpu-template"), std::string::npos)
+      << reply.dump();
+
+  // The Binding fails (a conflict): the claim's allocation, reservation and finalizer are undone.
+  const json p6 = create(res::kPods, claim_pod("p6", "solo"));
+  const std::string node6 = filter(s, p6, {"n1", "n2"}, &reply);
+  ASSERT_FALSE(node6.empty()) << reply.dump();
+  standin_.fault({{"status", 409}, {"path", "/pods/p6/binding"}, {"method", "POST"}, {"times", 1}});
+  EXPECT_NE(bind(s, p6, node6), "");
+  const json solo = *client_->get(res::kResourceClaims, "default", "solo");
+  const json solo_status = solo.value("status", json::object());
+  EXPECT_FALSE(solo_status.contains("allocation")) << solo.dump();
+  EXPECT_TRUE(solo_status.value("reservedFor", json::array()).empty()) << solo.dump();
+  EXPECT_TRUE(solo["metadata"].value("finalizers", json::array()).empty()) << solo.dump();
+  // It was allocated and reserved in between: the claim's status was written twice (allocation,
+  // then its undoing) and the claim itself twice (finalizer added, then removed).
+  httplib::SSLClient h("127.0.0.1", standin_.port());
+  h.enable_server_certificate_verification(false);
+  auto log = h.Get("/standin/v1/requests");
+  ASSERT_TRUE(log && log->status == 200);
+  size_t status_writes = 0, claim_writes = 0;
+  for (const auto& e : json::parse(log->body)) {
+    if (e.value("method", "") != "PUT") continue;
+    const std::string path = e.value("path", "");
+    status_writes += path.ends_with("/resourceclaims/solo/status");
+    claim_writes += path.ends_with("/resourceclaims/solo");
+  }
+  EXPECT_EQ(status_writes, 2u);
+  EXPECT_EQ(claim_writes, 2u);
+
+  auto m = s.get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("kgpu_scheduler_attempts_total{verb=\"bind\",result=\"bound\"} 3"), std::string::npos)
+      << m->body;
+}
+
 }  // namespace
 }  // namespace kgpu::testing

@@ -237,6 +237,11 @@ bool Server::apply_faults(const httplib::Request& req, httplib::Response& res, c
                               verb_of(method, has_name, truthy(req, "watch")), resource, group, scope));
       break;
     }
+    case 409:
+      send_status(res, 409, "Conflict",
+                  "Operation cannot be fulfilled: the object has been modified; please apply your changes to the "
+                  "latest version and try again");
+      break;
     case 500:
       send_status(res, 500, "InternalError", "Internal error occurred: injected fault");
       break;
