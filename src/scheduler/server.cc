@@ -100,7 +100,17 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
                      [&](const kube::ObjectRef& p) { s.remove_pod(*p); }});
   // DRA: the pools, classes and claims the claim allocator reads.
   std::vector<std::unique_ptr<kube::Informer>> dra;
-  if (o.dra_claims) {
+  bool dra_claims = o.dra_claims;
+  if (dra_claims) {
+    // A cluster before 1.34 serves no resource.k8s.io/v1: its pods name no claims, and informers on
+    // it would keep /readyz false for ever.
+    auto served = (*client)->get_raw("/apis/resource.k8s.io/v1");
+    if (!served && served.error().code == 404) {
+      log::info("DRA claims are not allocated: the API server does not serve resource.k8s.io/v1");
+      dra_claims = false;
+    }
+  }
+  if (dra_claims) {
     ClaimAllocator& claims = s.claims();
     const auto add = [&](const kube::Resource& r, std::function<void(const nlohmann::json&)> up,
                          std::function<void(const nlohmann::json&)> down) {

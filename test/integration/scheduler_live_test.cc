@@ -554,5 +554,27 @@ TEST_F(SchedulerLive, AllocatesAndReservesDraClaimsBeforeTheBinding) {
       << m->body;
 }
 
+// A cluster before 1.34 serves no resource.k8s.io/v1: the scheduler says so, is ready without the
+// DRA informers, and places GPU pods as before.
+TEST(SchedulerLiveNoDra, ReadyAndPlacingWhereResourceK8sIoIsNotServed) {
+  StandIn standin({"--runtime-config", "resource.k8s.io/v1=false"});
+  auto client = client_for(token_config(standin));
+  auto claims = client->list(res::kResourceClaims, "default");
+  ASSERT_FALSE(claims);
+  EXPECT_EQ(claims.error().code, 404);
+  ASSERT_TRUE(client->create(res::kNodes, "", gpu_node("n1", 2)));
+  Scheduler s(standin, {"--leader-elect=false"});
+  ASSERT_TRUE(eventually([&] { return s.ready(); }, std::chrono::seconds(10))) << s.log();
+  EXPECT_NE(s.log().find("DRA claims are not allocated: the API server does not serve resource.k8s.io/v1"),
+            std::string::npos)
+      << s.log();
+  auto p = client->create(res::kPods, "default", gpu_pod("train", 1));
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(eventually([&] {
+    auto r = s.post("filter", json{{"Pod", *p}, {"Nodes", nullptr}, {"NodeNames", {"n1"}}});
+    return r && r->status == 200 && json::parse(r->body)["NodeNames"] == json::array({"n1"});
+  }, std::chrono::seconds(10))) << s.log();
+}
+
 }  // namespace
 }  // namespace kgpu::testing

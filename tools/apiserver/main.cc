@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
   app.add_option("--bookmark-interval-ms", options.bookmark_interval_ms, "how often watches get BOOKMARK events");
   app.add_option("--threads", options.threads, "request threads (each open watch holds one)");
   app.add_option("--resource", resources, "serve another kind: group/version/plural/Kind[/cluster] (repeatable)");
+  std::vector<std::string> runtime_config;
+  app.add_option("--runtime-config", runtime_config,
+                 "as kube-apiserver's: GROUP/VERSION=false stops serving a built-in group-version (comma-separated)")
+      ->delimiter(',');
   app.add_option("--load", loads, "create the objects in these YAML/JSON files at start (repeatable)");
   CLI11_PARSE(app, argc, argv);
 
@@ -64,6 +68,20 @@ int main(int argc, char** argv) {
   for (const auto& r : resources) {
     if (const std::string e = registry.add(r); !e.empty()) {
       fmt::print(stderr, "kgpu-apiserver: --resource {}: {}\n", r, e);
+      return 2;
+    }
+  }
+  for (const auto& rc : runtime_config) {
+    const auto eq = rc.find('=');
+    const std::string gv = rc.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "true" : rc.substr(eq + 1);
+    if (value != "false" && value != "true") {
+      fmt::print(stderr, "kgpu-apiserver: --runtime-config {}: the value must be true or false\n", rc);
+      return 2;
+    }
+    if (value == "true") continue;  // every built-in group-version is served already
+    if (const std::string e = registry.disable(gv); !e.empty()) {
+      fmt::print(stderr, "kgpu-apiserver: --runtime-config {}: {}\n", rc, e);
       return 2;
     }
   }

@@ -100,6 +100,12 @@ std::string Registry::add(std::string_view spec) {
   return {};
 }
 
+std::string Registry::disable(std::string_view group_version) {
+  const auto before = resources_.size();
+  std::erase_if(resources_, [&](const ResourceInfo& r) { return r.group_version() == group_version; });
+  return resources_.size() == before ? "not served: " + std::string(group_version) : std::string();
+}
+
 const ResourceInfo* Registry::find(std::string_view group, std::string_view version, std::string_view plural) const {
   for (const auto& r : resources_) {
     if (r.group == group && r.version == version && r.plural == plural) return &r;

@@ -39,6 +39,9 @@ class Registry {
   // Adds a resource given as "group/version/plural/Kind[/cluster]" ("core" or "" for the core group).
   // Returns an error message, empty on success.
   std::string add(std::string_view spec);
+  // Stops serving a group-version ("resource.k8s.io/v1", "v1" for the core group), as kube-apiserver's
+  // --runtime-config <gv>=false does. Returns an error message, empty on success.
+  std::string disable(std::string_view group_version);
 
   const ResourceInfo* find(std::string_view group, std::string_view version, std::string_view plural) const;
   const ResourceInfo* find_kind(std::string_view api_version, std::string_view kind) const;
