@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "../peers/kubelet_dra_peer.h"
+#include "../peers/kubelet_peer.h"
 #include "agent_fixture.h"
 #include "dra/plugin.h"
 #include "standin.h"
@@ -533,6 +535,52 @@ TEST(DraAgent, XidHealthTaintsDevicesAndTheRecoveryRuleClearsThem) {
       << agent.log();
   EXPECT_GT(published_generation(client), g1);
   for (const auto& [name, d] : published_pool(client)) EXPECT_FALSE(d.contains("taints")) << name;
+}
+
+// The agent in DRA mode attributes its claims' devices in PodResources (dynamic_resources: this
+// driver, this node's pool) to their containers on /metrics: a whole GPU and a MIG device. A claim
+// of another pool naming gpu-5 is not this node's.
+TEST(DraAgent, MetricsAttributeClaimDevicesToTheirContainers) {
+  using kgpu::testing::PeerClaim;
+  using kgpu::testing::PeerClaimDevice;
+  using kgpu::testing::PeerPod;
+  kgpu::testing::TempDir kubelet;
+  kgpu::testing::KubeletPeer peer((kubelet.path() / "kubelet.sock").string());
+  auto claim = [](std::string pool, std::string device) {
+    return PeerClaim{"c", "team-a", {PeerClaimDevice{"gpu.nvidia.com", std::move(pool), std::move(device), {}}}};
+  };
+  peer.set_pods({
+      PeerPod{"team-a", "trainer", {{"main", "", {}, {claim(kNode, "gpu-3")}}}},
+      PeerPod{"team-a", "infer", {{"model", "", {}, {claim(kNode, "gpu-7-mig-1g10gb-19-0")}}}},
+      PeerPod{"team-a", "elsewhere", {{"x", "", {}, {claim("node-b", "gpu-5")}}}},
+  });
+  peer.start();
+  DraAgentNode n({"--pod-resources-socket", peer.socket_path(), "--pod-resources-interval", "100", "-c", "100"});
+  auto& agent = *n.agent;
+  // The sample lines of `metric` that carry `labels` (all of them).
+  auto lines_with = [](const std::string& page, const std::string& metric, const std::vector<std::string>& labels) {
+    size_t count = 0;
+    std::istringstream in(page);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.starts_with(metric + "{")) continue;
+      if (std::ranges::all_of(labels, [&](const std::string& l) { return line.find(l) != std::string::npos; })) ++count;
+    }
+    return count;
+  };
+  std::string page;
+  ASSERT_TRUE(kgpu::testing::eventually([&] {
+    page = agent.metrics();
+    return lines_with(page, "DCGM_FI_DEV_FB_USED",
+                      {"gpu=\"3\"", "container=\"main\",namespace=\"team-a\",pod=\"trainer\""}) == 1 &&
+           lines_with(page, "DCGM_FI_DEV_FB_USED",
+                      {"gpu=\"7\"", "GPU_I_PROFILE=\"1g.10gb\"",
+                       "container=\"model\",namespace=\"team-a\",pod=\"infer\""}) == 1;
+  })) << page
+      << agent.log();
+  EXPECT_EQ(lines_with(page, "kgpu_device_allocated", {"gpu=\"3\"", "resource=\"gpu.nvidia.com\"", "pod=\"trainer\""}),
+            1u)
+      << page;
+  EXPECT_EQ(page.find("elsewhere"), std::string::npos) << page;
 }
 
 TEST(DraAgent, RefusesBothApis) {
