@@ -322,6 +322,11 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   }
   const bool dra_mode = *gpu_api == "dra";
   if (dra_mode && options.device_plugin) log::info("GPU API dra: the device plugins are not served");
+  if (dra_mode) {
+    // Our claims' devices in PodResources are attributed to their containers (docs/dra.md).
+    so.dra_driver = options.dra.driver_name;
+    so.dra_pool = node_name;
+  }
   AgentOptions effective = options;
   effective.device_plugin = options.device_plugin && !dra_mode;
   const AgentOptions& opts = effective;

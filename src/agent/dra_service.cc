@@ -1,13 +1,23 @@
 #include "agent/dra_service.h"
 
-#include <algorithm>
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <utility>
+
+#include "agent/plugin_manager_internal.h"
 #include "common/log.h"
 #include "kube/client.h"
 
 namespace kgpu::agent {
 
-DraService::DraService(gpu::NodeGpus& node, DraServiceOptions options) : node_(node), opt_(std::move(options)) {}
+DraService::DraService(gpu::NodeGpus& node, DraServiceOptions options)
+    : node_(node),
+      opt_(std::move(options)),
+      clock_(opt_.plugins.clock != nullptr ? *opt_.plugins.clock : Clock::real()),
+      health_(HealthOptions{opt_.plugins.disable_health_checks, opt_.plugins.enable_health_checks,
+                            opt_.plugins.health_recovery},
+              clock_) {}
 
 DraService::~DraService() { stop(); }
 
@@ -29,53 +39,104 @@ void DraService::refresh() {
     log::warn("DRA: inventory not read: " + inv.error().message);
     return;
   }
+  // The device plugin's health round: probe every GPU known (a lost one under its last known UUID),
+  // then the recovery rule.
+  std::vector<std::pair<unsigned, std::string>> gpus;
+  bool relayout = false;
+  {
+    std::lock_guard lock(mu_);
+    relayout = !inventory_.gpus.empty() && !detail::same_layout(*inv, inventory_);
+    inventory_ = detail::merge_lost(*inv, inventory_);
+    for (const auto& g : inventory_.gpus) {
+      if (!g.uuid.empty()) gpus.emplace_back(g.index, g.uuid);
+    }
+  }
+  std::set<std::string> answering;
+  for (const auto& [index, uuid] : gpus) {
+    const auto p = node_.probe(index);
+    std::lock_guard lock(mu_);
+    if (health_.record_probe(uuid, index, p)) answering.insert(uuid);
+  }
+  {
+    std::lock_guard lock(mu_);
+    health_.recover(inventory_, answering);
+  }
+  if (relayout) start_event_watcher();  // event registrations do not survive a GPU reset or MIG re-layout
+
   dra::DeviceSet set = dra::build_devices(*inv, dra::BuildOptions{opt_.sysfs_root});
-  std::set<std::string> sick;
   std::set<unsigned> lost;
   for (const auto& g : inv->gpus) {
-    if (!g.lost && !g.error) continue;
-    // A lost GPU may have no UUID left to read: its devices are found by index below.
-    if (!g.uuid.empty()) sick.insert(g.uuid);
-    for (const auto& m : g.mig_devices) sick.insert(m.uuid);
     if (g.lost) lost.insert(g.index);
   }
-  std::vector<dra::PublishedDevice> pool;
   {
     std::lock_guard lock(mu_);
     if (set.problems != problems_) {
       for (const auto& p : set.problems) log::warn("DRA: device not published: " + p);
       problems_ = set.problems;
     }
-    // A lost GPU is left out of the model: keep the devices it had, unhealthy.
+    // A lost GPU is left out of the model: keep the devices it had.
     for (const auto& d : devices_) {
       if (!lost.contains(d.gpu_index) || dra::find_device(set.devices, d.name) != nullptr) continue;
       set.devices.push_back(d);
-      sick.insert(d.uuid);
     }
     std::stable_sort(set.devices.begin(), set.devices.end(),
                      [](const dra::Device& a, const dra::Device& b) { return a.gpu_index < b.gpu_index; });
     devices_ = std::move(set.devices);
-    unhealthy_ = std::move(sick);
     lost_gpus_ = std::move(lost);
-    const auto now = std::chrono::system_clock::now();
-    std::map<std::string, std::chrono::system_clock::time_point> since;
+  }
+  publish_pool();
+}
+
+dra::DeviceHealth DraService::health_locked(const dra::Device& d) const {
+  const HealthState s = health_.device(d.uuid, d.parent_uuid);
+  const bool lost_now = lost_gpus_.contains(d.gpu_index);
+  dra::DeviceHealth h;
+  if (s.healthy && !lost_now) return h;
+  h.healthy = false;
+  h.lost = lost_now || s.lost;
+  h.needs_reset = s.needs_reset;
+  h.reason = s.healthy ? "GPU lost" : s.reason;
+  if (!s.healthy) h.since = s.since;  // else timeAdded is left to the API server
+  return h;
+}
+
+void DraService::publish_pool() {
+  std::vector<dra::PublishedDevice> pool;
+  {
+    std::lock_guard lock(mu_);
     for (const auto& d : devices_) {
       dra::PublishedDevice p;
       p.device = dra::slice_device_json(d);
-      if (sick_locked(d)) {
-        auto it = sick_since_.find(d.uuid);
-        p.health.healthy = false;
-        p.health.lost = lost_gpus_.contains(d.gpu_index);
-        p.health.reason = p.health.lost ? "GPU lost" : "GPU not readable";
-        p.health.since = since[d.uuid] = it != sick_since_.end() ? it->second : now;
-      }
+      p.health = health_locked(d);
       pool.push_back(std::move(p));
     }
-    sick_since_ = std::move(since);
     if (same_pool(pool, published_)) return;
     published_ = pool;
   }
   if (opt_.publish) opt_.publish(std::move(pool));
+}
+
+void DraService::on_event(const gpu::Event& e) {
+  {
+    std::lock_guard lock(mu_);
+    if (!health_.on_event(e, inventory_)) return;
+    dirty_ = true;
+  }
+  cv_.notify_all();  // the service's thread publishes at once
+}
+
+void DraService::start_event_watcher() {
+  if (events_) events_->stop();
+  events_.reset();
+  if (!health_.xid_health()) return;  // fixed at construction: read without the lock
+  auto w = gpu::EventWatcher::start(node_, [this](const gpu::Event& e) { on_event(e); });
+  if (w) {
+    events_ = std::move(*w);
+    for (const auto& e : events_->registration_errors()) log::warn("DRA health: " + e);
+    log::info("DRA health: watching XID events");
+  } else {
+    log::warn(fmt::format("DRA health: no XID events ({}); devices are checked by polling only", w.error().message));
+  }
 }
 
 Result<void> DraService::start() {
@@ -84,6 +145,17 @@ Result<void> DraService::start() {
   if (!inv) return std::unexpected(inv.error().wrap("DRA"));
   auto config = sharing::load_config(opt_.plugins.config_file, opt_.plugins.overrides);
   if (!config) return std::unexpected(config.error().wrap("DRA"));
+  // Events are followed before the pool is first published, so none after it is missed.
+  {
+    std::lock_guard lock(mu_);
+    inventory_ = *inv;
+  }
+  if (health_.xid_health()) {
+    start_event_watcher();
+  } else {
+    log::info("DRA health: XID health checks disabled by DP_DISABLE_HEALTHCHECKS",
+              {log::kv("DP_DISABLE_HEALTHCHECKS", opt_.plugins.disable_health_checks)});
+  }
   refresh();
 
   dra::DriverOptions o;
@@ -103,7 +175,7 @@ Result<void> DraService::start() {
   o.devices = [this] { return devices(); };
   o.healthy = [this](const dra::Device& d) {
     std::lock_guard lock(mu_);
-    return !sick_locked(d);
+    return health_locked(d).healthy;
   };
   if (MpsControl* mps = opt_.mps) {
     const std::string root = config->mps_root;
@@ -142,16 +214,18 @@ Result<void> DraService::start() {
 }
 
 void DraService::loop() {
-  auto next_inventory = std::chrono::steady_clock::now() + opt_.inventory_interval;
+  auto next_inventory = clock_.steady_now() + opt_.inventory_interval;
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, opt_.poll, [this] { return stopping_; });
+    clock_.wait_for(cv_, lock, opt_.poll, [this] { return stopping_ || dirty_; });
     if (stopping_) break;
+    const bool dirty = std::exchange(dirty_, false);
     lock.unlock();
+    if (dirty) publish_pool();
     if (auto ok = plugin_->check_sockets(); !ok) log::error("DRA: " + ok.error().message);
-    if (std::chrono::steady_clock::now() >= next_inventory) {
+    if (clock_.steady_now() >= next_inventory) {
       refresh();
-      next_inventory = std::chrono::steady_clock::now() + opt_.inventory_interval;
+      next_inventory = clock_.steady_now() + opt_.inventory_interval;
     }
     lock.lock();
   }
@@ -164,12 +238,9 @@ void DraService::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (events_) events_->stop();
+  events_.reset();
   if (plugin_) plugin_->stop();
-}
-
-bool DraService::sick_locked(const dra::Device& d) const {
-  return lost_gpus_.contains(d.gpu_index) || unhealthy_.contains(d.uuid) ||
-         (!d.parent_uuid.empty() && unhealthy_.contains(d.parent_uuid));
 }
 
 std::vector<dra::Device> DraService::devices() const {

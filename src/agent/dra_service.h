@@ -3,11 +3,14 @@
 // Plugin, and a thread that serves sockets a restarting kubelet wiped (every `poll`) and refreshes
 // the device list from NVML (every `inventory_interval`: MIG layout, lost GPUs).
 //
-// Health: a GPU NVML reports lost (or not readable) is unhealthy, and so are its MIG devices;
-// claims naming it fail to prepare. A lost GPU's devices stay in devices() as last seen (NVML can
-// no longer describe them) so that the pool keeps them, tainted NoExecute, until the GPU is back.
-// After an inventory read that changed the pool's content (devices with their health), it goes to
-// `publish`, the ResourceSlice publisher's update(). XID-based device health is not tracked in DRA mode yet.
+// Health: the device plugin's health book and rules (agent/health.h): XID events (NVML's event
+// thread), the probe of every GPU each `inventory_interval`, and the recovery rule, with the same
+// options (DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS, --health-recovery). An unhealthy
+// device, or a MIG device of an unhealthy GPU, fails to prepare and is published with a taint
+// (dra::health_taints: reset-required or not-ready NoSchedule, unreachable NoExecute while its
+// GPU is lost). A lost GPU's devices stay in devices() as last seen (NVML can no longer describe
+// them) so that the pool keeps them. After an inventory read or an event that changed the pool's
+// content (devices with their health), it goes to `publish`, the ResourceSlice publisher's update().
 //
 // Thread safety: start()/stop() from one owner thread; devices() and status getters from any thread.
 #pragma once
@@ -24,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/health.h"
 #include "agent/mps.h"
 #include "agent/plugin_manager.h"
 #include "dra/plugin.h"
@@ -41,13 +45,15 @@ inline constexpr const char* kGpuApiLabel = "kgpu.io/gpu-api";
 
 struct DraServiceOptions {
   std::string driver_name = std::string(dra::kDefaultDriverName);
-  dra::PluginOptions dirs;               // plugins_registry and plugins directories
-  std::string node_name;                 // the pool name
-  DevicePluginOptions plugins;           // sharing config (driver root, MPS root), cdi_root, proc_root, sysfs paths
+  dra::PluginOptions dirs;  // plugins_registry and plugins directories
+  std::string node_name;    // the pool name
+  // Sharing config (driver root, MPS root), cdi_root, proc_root, sysfs paths; the health options
+  // (disable/enable_health_checks, health_recovery) and the clock.
+  DevicePluginOptions plugins;
   std::shared_ptr<kube::Client> client;  // reads ResourceClaims; null: every prepare fails, saying why
   std::string sysfs_root = "/sys";       // for resource.kubernetes.io/pcieRoot
   std::chrono::milliseconds poll{100};
-  std::chrono::milliseconds inventory_interval{std::chrono::seconds(10)};
+  std::chrono::milliseconds inventory_interval{std::chrono::seconds(10)};  // inventory read and health probes
   MpsControl* mps = nullptr;  // MPS control daemons per claim (not owned); null: client limits only
   // Called (on the service's thread, or in start()) with the pool's whole content after an
   // inventory read that changed it; must not block. Null: nothing is published.
@@ -72,24 +78,29 @@ class DraService {
 
  private:
   void loop();
-  void refresh();
-  bool sick_locked(const dra::Device& d) const;  // mu_ held
+  void refresh();                                               // inventory, probes and the recovery rule; publishes
+  void publish_pool();                                          // the pool's content to `publish` when it changed
+  void on_event(const gpu::Event& e);                           // the event thread
+  void start_event_watcher();                                   // start() or the service's thread
+  dra::DeviceHealth health_locked(const dra::Device& d) const;  // mu_ held
 
   gpu::NodeGpus& node_;
   DraServiceOptions opt_;
+  Clock& clock_;
   std::unique_ptr<dra::Driver> driver_;
   std::unique_ptr<dra::Plugin> plugin_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;             // guarded by mu_
-  std::vector<dra::Device> devices_;  // guarded by mu_
-  std::set<std::string> unhealthy_;   // guarded by mu_: UUIDs of lost GPUs and their MIG devices
-  std::set<unsigned> lost_gpus_;      // guarded by mu_: indices of GPUs NVML reports lost
-  // guarded by mu_: when each unhealthy device (UUID) was first seen so: the taint's timeAdded
-  std::map<std::string, std::chrono::system_clock::time_point> sick_since_;
+  bool stopping_ = false;                        // guarded by mu_
+  bool dirty_ = false;                           // guarded by mu_: an event changed the health; publish now
+  std::vector<dra::Device> devices_;             // guarded by mu_
+  gpu::Inventory inventory_;                     // guarded by mu_: the last read, lost GPUs as last known
+  std::set<unsigned> lost_gpus_;                 // guarded by mu_: indices of GPUs NVML reports lost
+  HealthBook health_;                            // guarded by mu_
   std::vector<dra::PublishedDevice> published_;  // guarded by mu_: what `publish` was last given
   std::vector<std::string> problems_;            // guarded by mu_: last logged
+  std::unique_ptr<gpu::EventWatcher> events_;    // start() and the service's thread
   std::thread thread_;
 };
 

@@ -59,7 +59,7 @@ Result<std::vector<kubelet::ContainerAllocation>> DevicePluginManager::allocate_
     config = config_;
     host = host_;
     inventory = inventory_;
-    for (const auto& [uuid, h] : health_) health[uuid] = h.healthy;
+    health = health_.healthy_map();
   }
   auto refuse = [&](const Error& e) {
     std::lock_guard lock(mu_);
@@ -237,10 +237,7 @@ void DevicePluginManager::refresh_allocations() {
   k8s::NodeGpuReport report;
   {
     std::lock_guard lock(mu_);
-    const HealthyFn healthy = [&](const std::string& uuid) {
-      auto it = health_.find(uuid);
-      return it == health_.end() || it->second.healthy;
-    };
+    const HealthyFn healthy = [&](const std::string& uuid) { return health_.healthy(uuid); };
     report = node_report(inventory_, plan_, healthy, holdings, "");
   }
   const std::string key = k8s::format_node_report(report);

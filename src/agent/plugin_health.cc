@@ -1,5 +1,6 @@
 // DevicePluginManager: device health. XID and GPU-lost events (event thread), the periodic
-// probe with the recovery rule and GPU layout changes (control thread). Rules: docs/device-plugin.md.
+// probe with the recovery rule and GPU layout changes (control thread). The rules are the health
+// book's (agent/health.h, shared with the DRA driver); docs/device-plugin.md.
 #include "agent/plugin_manager.h"
 
 #include <fmt/format.h>
@@ -47,20 +48,10 @@ gpu::Inventory merge_lost(gpu::Inventory fresh, const gpu::Inventory& known) {
 
 }  // namespace detail
 
-const std::set<uint64_t>& reset_required_xids() {
-  static const std::set<uint64_t> kReset{48, 62, 64, 74, 79, 92, 95, 119, 120, 140};
-  return kReset;
-}
-
-const std::set<uint64_t>& default_ignored_xids() {
-  static const std::set<uint64_t> kIgnored{13, 31, 43, 45, 68, 109};
-  return kIgnored;
-}
-
 void DevicePluginManager::start_event_watcher() {
   if (events_) events_->stop();
   events_.reset();
-  if (!xid_health_) return;
+  if (!health_.xid_health()) return;
   auto w = gpu::EventWatcher::start(node_, [this](const gpu::Event& e) { on_event(e); });
   if (w) {
     events_ = std::move(*w);
@@ -71,63 +62,10 @@ void DevicePluginManager::start_event_watcher() {
   }
 }
 
-void DevicePluginManager::mark_bad(const std::string& uuid, const std::string& reason, bool needs_reset) {
-  auto& h = health_[uuid];
-  if (needs_reset) h.needs_reset = true;
-  if (h.healthy) {
-    ++unhealthy_transitions_;
-    log::warn("device marked Unhealthy: " + reason, {log::kv("device", uuid)});
-  }
-  h.healthy = false;
-  h.reason = reason;
-  h.last_bad = clock_.steady_now();
-}
-
 void DevicePluginManager::on_event(const gpu::Event& e) {
   {
     std::lock_guard lock(mu_);
-    const gpu::GpuInfo* gpu = nullptr;
-    for (const auto& g : inventory_.gpus) {
-      if ((!e.uuid.empty() && g.uuid == e.uuid) || (e.uuid.empty() && e.gpu_index && g.index == *e.gpu_index)) gpu = &g;
-    }
-    switch (e.kind) {
-      case gpu::EventKind::kXid: {
-        if (ignored_xids_.contains(e.xid)) return;
-        const std::string reason = fmt::format("XID {}", e.xid);
-        const bool reset = reset_required_xids().contains(e.xid);
-        if (gpu == nullptr) {
-          for (const auto& g : inventory_.gpus) mark_bad(g.uuid, reason + " (GPU unknown)");
-          break;
-        }
-        bool marked = false;
-        if (e.gpu_instance_id) {
-          for (const auto& m : gpu->mig_devices) {
-            if (m.gpu_instance_id == *e.gpu_instance_id &&
-                (!e.compute_instance_id || m.compute_instance_id == *e.compute_instance_id)) {
-              mark_bad(m.uuid, reason, reset);
-              marked = true;
-            }
-          }
-        }
-        if (!marked) mark_bad(gpu->uuid, reason, reset);
-        break;
-      }
-      case gpu::EventKind::kGpuLost:
-        if (gpu != nullptr) {
-          mark_bad(gpu->uuid, "GPU lost");
-        } else {
-          for (const auto& g : inventory_.gpus) mark_bad(g.uuid, e.message);
-        }
-        break;
-      case gpu::EventKind::kError:
-        // NVIDIA's rule: an event wait that fails for another reason than a timeout makes every
-        // device Unhealthy (the health signal itself is gone).
-        for (const auto& g : inventory_.gpus) mark_bad(g.uuid, e.message);
-        break;
-      case gpu::EventKind::kSingleBitEcc:
-      case gpu::EventKind::kDoubleBitEcc:
-        return;  // ECC faults arrive as XIDs (48, 63, 64, 94, 95) when they matter
-    }
+    if (!health_.on_event(e, inventory_)) return;
   }
   {
     std::lock_guard lock(stop_mu_);
@@ -143,44 +81,15 @@ void DevicePluginManager::check_health() {
     std::lock_guard lock(mu_);
     for (const auto& g : inventory_.gpus) gpus.emplace_back(g.index, g.uuid);
   }
-  std::map<std::string, bool> answering;
+  std::set<std::string> answering;
   for (const auto& [index, uuid] : gpus) {
     const auto p = node_.probe(index);
     std::lock_guard lock(mu_);
-    if (p.error) {
-      mark_bad(uuid, p.lost ? "GPU lost (fell off the bus)" : *p.error);
-      health_[uuid].was_lost = true;
-    } else if (p.uuid != uuid) {
-      mark_bad(uuid, fmt::format("GPU {} now answers as {}", index, p.uuid));
-    } else if (p.remap_pending.value_or(false)) {
-      mark_bad(uuid, "row remapping pending: the GPU needs a reset");
-    } else {
-      answering[uuid] = true;
-    }
+    if (health_.record_probe(uuid, index, p)) answering.insert(uuid);
   }
   {
     std::lock_guard lock(mu_);
-    const auto now = clock_.steady_now();
-    for (auto& [uuid, h] : health_) {
-      if (h.healthy || opt_.health_recovery.count() == 0 || now - h.last_bad < opt_.health_recovery) continue;
-      // An XID whose remedy is a GPU reset keeps the device out until the GPU went away and came
-      // back (a reset or re-enumeration), as seen by the probe.
-      if (h.needs_reset && !h.was_lost) continue;
-      // A MIG device recovers when its parent GPU answers.
-      std::string gpu_uuid = uuid;
-      for (const auto& g : inventory_.gpus) {
-        for (const auto& m : g.mig_devices) {
-          if (m.uuid == uuid) gpu_uuid = g.uuid;
-        }
-      }
-      if (!answering.contains(gpu_uuid)) continue;
-      h.healthy = true;
-      h.needs_reset = h.was_lost = false;
-      ++recoveries_;
-      log::info(fmt::format("device returned to Healthy: no fault for {} s ({} before)",
-                            std::chrono::duration_cast<std::chrono::seconds>(opt_.health_recovery).count(), h.reason),
-                {log::kv("device", uuid)});
-    }
+    health_.recover(inventory_, answering);
   }
   // Host facts change under us: the UVM device nodes appear on first use, a driver upgrade renames
   // the libraries. Rewrite the CDI spec when they do.

@@ -38,38 +38,15 @@ DevicePluginManager::FileStamp DevicePluginManager::stamp(const std::string& pat
 }
 
 DevicePluginManager::DevicePluginManager(gpu::NodeGpus& node, DevicePluginOptions options)
-    : node_(node), opt_(std::move(options)), clock_(opt_.clock != nullptr ? *opt_.clock : Clock::real()) {
+    : node_(node),
+      opt_(std::move(options)),
+      clock_(opt_.clock != nullptr ? *opt_.clock : Clock::real()),
+      health_(HealthOptions{opt_.disable_health_checks, opt_.enable_health_checks, opt_.health_recovery}, clock_) {
   mps_ = opt_.mps;
   if (mps_ == nullptr) {
     own_mps_ = std::make_unique<RealMpsControl>();
     mps_ = own_mps_.get();
   }
-  ignored_xids_ = default_ignored_xids();
-  // NVIDIA's reading: case-insensitive; "all" or "xids" anywhere disables XID health; otherwise a
-  // comma-separated list of more XIDs to ignore. DP_ENABLE_HEALTHCHECKS lists XIDs to watch even
-  // though they are ignored by default.
-  std::string dh = trim(opt_.disable_health_checks);
-  std::transform(dh.begin(), dh.end(), dh.begin(), [](unsigned char c) { return std::tolower(c); });
-  auto xids = [](const std::string& list, const char* var) {
-    std::set<uint64_t> out;
-    std::stringstream in(list);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      if (trim(item).empty()) continue;
-      try {
-        out.insert(std::stoull(trim(item)));
-      } catch (const std::exception&) {
-        log::warn(fmt::format("{}: '{}' is not an XID number; ignored", var, item));
-      }
-    }
-    return out;
-  };
-  if (dh.find("all") != std::string::npos || dh.find("xids") != std::string::npos) {
-    xid_health_ = false;
-  } else {
-    for (auto x : xids(dh, "DP_DISABLE_HEALTHCHECKS")) ignored_xids_.insert(x);
-  }
-  for (auto x : xids(opt_.enable_health_checks, "DP_ENABLE_HEALTHCHECKS")) ignored_xids_.erase(x);
   if (!opt_.config_dir.dir.empty() && !opt_.config_file.empty()) {
     log::warn(fmt::format("config file {} (--config-file, CONFIG_FILE) is not read: the config directory {} "
                           "(--config-dir, CONFIG_FILE_SRCDIR) wins",
@@ -181,7 +158,7 @@ Result<void> DevicePluginManager::start() {
       if (auto w = sharing::cdi_runtime_warning(host_.containerd_config)) log::warn(*w);
     }
   }
-  if (xid_health_) {
+  if (health_.xid_health()) {
     start_event_watcher();
   } else {
     log::info("health: XID health checks disabled by DP_DISABLE_HEALTHCHECKS",
@@ -308,11 +285,7 @@ void DevicePluginManager::set_invalid_layout(const std::optional<std::string>& r
 
 std::vector<kubelet::DeviceState> DevicePluginManager::device_states(const sharing::PlannedResource& r) const {
   std::vector<kubelet::DeviceState> out;
-  auto ok = [&](const std::string& uuid) {
-    auto it = health_.find(uuid);
-    return it == health_.end() || it->second.healthy;
-  };
-  for (const auto& d : r.devices) out.push_back({d.id, ok(d.uuid) && ok(d.gpu_uuid), d.numa_node});
+  for (const auto& d : r.devices) out.push_back({d.id, health_.device(d.uuid, d.gpu_uuid).healthy, d.numa_node});
   return out;
 }
 
@@ -591,8 +564,8 @@ std::string DevicePluginManager::metrics_text() const {
     regs = registrations_;
     allocs = allocations_;
     alloc_errors = allocation_errors_;
-    unhealthy = unhealthy_transitions_;
-    recovered = recoveries_;
+    unhealthy = health_.unhealthy_transitions();
+    recovered = health_.recoveries();
   }
   std::string out;
   ex::family(out, "kgpu_device_plugin_config_generation", "gauge", "Configs applied since the agent started (1 = the first).");

@@ -46,6 +46,7 @@
 #include "agent/assignment.h"
 #include "agent/cluster_view.h"
 #include "agent/config_select.h"
+#include "agent/health.h"
 #include "agent/mps.h"
 #include "common/clock.h"
 #include "gpu/node.h"
@@ -113,12 +114,6 @@ struct DevicePluginOptions {
 // the real filesystem; empty when the directory cannot be read). At most 65,536 entries.
 std::vector<sharing::DirEntry> list_driver_dir(const std::string& dir);
 
-// XIDs NVIDIA's plugin ignores by default (application errors, not hardware faults).
-const std::set<uint64_t>& default_ignored_xids();
-// XIDs whose remedy is a GPU reset (NVIDIA's XID catalogue): the recovery rule does not return a
-// device they marked to Healthy until the GPU was lost and came back.
-const std::set<uint64_t>& reset_required_xids();
-
 // failOnInitError: the flag or variable when set, else the config text's `flags.failOnInitError`
 // (true when the text does not parse), else true.
 bool fails_on_init_error(const DevicePluginOptions& options, const std::string& config_text);
@@ -168,14 +163,6 @@ class DevicePluginManager {
   std::vector<kubelet::ContainerDevice> translate_devices(const std::vector<kubelet::ContainerDevice>& listed) const;
 
  private:
-  struct Health {
-    bool healthy = true;
-    bool needs_reset = false;  // marked by an XID of reset_required_xids()
-    bool was_lost = false;     // the probe saw the GPU gone since it was marked
-    std::string reason;
-    Clock::SteadyTime last_bad{};
-  };
-
   Result<void> load_and_apply(bool initial);
   Result<ConfigChoice> choose_config_now() const;  // the node's label (when known) and the directory
   bool check_selection();                          // control thread; false: keep the config in use
@@ -190,8 +177,7 @@ class DevicePluginManager {
   void on_event(const gpu::Event& e);
   void push_devices();  // takes mu_
   std::vector<kubelet::DeviceState> device_states(const sharing::PlannedResource& r) const;  // mu_ held
-  void mark_bad(const std::string& uuid, const std::string& reason, bool needs_reset = false);  // mu_ held
-  bool facts_nodes_differ(const sharing::HostFacts& facts) const;                                // mu_ held
+  bool facts_nodes_differ(const sharing::HostFacts& facts) const;                            // mu_ held
   void start_event_watcher();  // control thread (or start())
   bool register_one(kubelet::DevicePluginServer& server);
   // plugin_assign.cc
@@ -213,15 +199,14 @@ class DevicePluginManager {
   Clock& clock_;
   std::unique_ptr<MpsControl> own_mps_;
   MpsControl* mps_ = nullptr;
-  std::set<uint64_t> ignored_xids_;
-  bool xid_health_ = true;
 
   mutable std::mutex mu_;
   sharing::Config config_;     // last good
   sharing::Plan plan_;         // from config_
   gpu::Inventory inventory_;   // the plan's
   sharing::HostFacts host_;
-  std::map<std::string, Health> health_;  // by physical UUID (GPU-... or MIG-...)
+  // The devices' health (agent/health.h).
+  HealthBook health_;
   std::map<std::string, std::unique_ptr<kubelet::DevicePluginServer>> servers_;  // by resource
   std::map<std::string, bool> registered_;
   uint64_t generation_ = 0;
@@ -231,7 +216,7 @@ class DevicePluginManager {
   ConfigChoice applied_;  // what chose the config in use
   std::optional<std::string> last_rejected_text_;  // the config text last rejected (not retried)
   uint64_t reloads_ok_ = 0, reloads_failed_ = 0, registrations_ = 0, allocations_ = 0, allocation_errors_ = 0;
-  uint64_t unhealthy_transitions_ = 0, recoveries_ = 0, health_checks_ = 0;
+  uint64_t health_checks_ = 0;
   std::atomic<uint64_t> unique_{0};
 
   // Control-thread state.

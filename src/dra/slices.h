@@ -42,7 +42,7 @@
 
 namespace kgpu::dra {
 
-// A device's health in the device plugin's terms (agent/plugin_health.cc, docs/device-plugin.md):
+// A device's health in the device plugin's terms (agent::HealthBook, docs/device-plugin.md):
 // an Unhealthy device, whether what marked it needs a GPU reset to clear (an XID of
 // agent::reset_required_xids(), a pending row remap), and whether its GPU fell off the bus or
 // stopped answering. The recovery rule that makes it healthy again is the device plugin's.

@@ -19,6 +19,12 @@ PodResourcesClient::PodResourcesClient(std::string socket_path)
 PodResourcesClient::~PodResourcesClient() = default;
 
 Result<std::vector<ContainerDevice>> PodResourcesClient::list(std::chrono::milliseconds timeout) {
+  auto all = list_all(timeout);
+  if (!all) return std::unexpected(all.error());
+  return std::move(all->devices);
+}
+
+Result<PodResourcesListing> PodResourcesClient::list_all(std::chrono::milliseconds timeout) {
   struct stat st {};
   if (::stat(socket_.c_str(), &st) != 0) {
     impl_->stub.reset();  // the kubelet may come back with a new socket: reconnect then
@@ -49,12 +55,21 @@ Result<std::vector<ContainerDevice>> PodResourcesClient::list(std::chrono::milli
     return fail(ErrorCode::kUnavailable, "kubelet PodResources List on {}: {} ({})", socket_, status.error_message(),
                 static_cast<int>(status.error_code()));
   }
-  std::vector<ContainerDevice> out;
+  PodResourcesListing out;
   for (const auto& pod : resp.pod_resources()) {
     for (const auto& c : pod.containers()) {
       for (const auto& d : c.devices()) {
         for (const auto& id : d.device_ids())
-          out.push_back({pod.namespace_(), pod.name(), c.name(), d.resource_name(), id});
+          out.devices.push_back({pod.namespace_(), pod.name(), c.name(), d.resource_name(), id});
+      }
+      for (const auto& dr : c.dynamic_resources()) {
+        for (const auto& r : dr.claim_resources()) {
+          ContainerClaimDevice cd{pod.namespace_(),     pod.name(),      c.name(),
+                                  dr.claim_namespace(), dr.claim_name(), r.driver_name(),
+                                  r.pool_name(),        r.device_name(), {}};
+          for (const auto& cdi : r.cdi_devices()) cd.cdi_devices.push_back(cdi.name());
+          out.claims.push_back(std::move(cd));
+        }
       }
     }
   }

@@ -150,4 +150,18 @@ std::optional<std::string> ProcessResolver::pod_uid(const std::string& ns, const
   return std::nullopt;
 }
 
+std::vector<kubelet::ContainerDevice> claim_devices(const std::vector<kubelet::ContainerClaimDevice>& listed,
+                                                    std::string_view driver, std::string_view pool,
+                                                    const std::vector<dra::Device>& devices) {
+  std::vector<kubelet::ContainerDevice> out;
+  if (driver.empty()) return out;
+  for (const auto& c : listed) {
+    if (c.driver != driver || c.pool != pool) continue;
+    const dra::Device* d = dra::find_device(devices, c.device);
+    if (d == nullptr || d->uuid.empty()) continue;
+    out.push_back({c.ns, c.pod, c.container, std::string(driver), d->uuid});
+  }
+  return out;
+}
+
 }  // namespace kgpu::metrics

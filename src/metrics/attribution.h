@@ -1,4 +1,5 @@
-// Which pod and container a GPU process belongs to, without the API server.
+// Which pod and container a GPU process belongs to, without the API server; and which node
+// device a DRA claim's device name is (claim_devices()).
 //
 // A process's cgroup path (/proc/<pid>/cgroup) names its pod UID and container ID, under the
 // systemd (kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope) and
@@ -17,6 +18,8 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "dra/devices.h"
+#include "kubelet/pod_resources.h"
 #include "metrics/frame.h"
 
 namespace kgpu::metrics {
@@ -50,5 +53,15 @@ class ProcessResolver {
   std::map<std::string, std::pair<std::string, std::string>> by_uid_;  // uid -> (ns, pod)
   Clock::SteadyTime last_scan_{};
 };
+
+// The DRA claim devices PodResources lists that are this node's: driver `driver`, pool `pool` (a
+// node-local driver's pool is the node's name), a device name found among `devices`
+// (dra::build_devices of the node's inventory: gpu-<minor>, or a MIG device's name). Each becomes
+// a device-plugin-style entry (resource = the driver name, device_id = the device's UUID, GPU-...
+// or MIG-...), so the device is attributed to the container as a device-plugin device is. Claim
+// devices of other drivers or pools, and names the node does not have, are left out.
+std::vector<kubelet::ContainerDevice> claim_devices(const std::vector<kubelet::ContainerClaimDevice>& listed,
+                                                    std::string_view driver, std::string_view pool,
+                                                    const std::vector<dra::Device>& devices);
 
 }  // namespace kgpu::metrics

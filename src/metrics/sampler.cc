@@ -112,9 +112,11 @@ void Sampler::refresh_inventory() {
       mig_by_uuid_[m.uuid] = {g.index, m.gpu_instance_id};
     }
   }
+  if (!opt_.dra_driver.empty()) dra_devices_ = dra::build_devices(*inv).devices;
 }
 
 bool Sampler::is_gpu_resource(const std::string& r) const {
+  if (!opt_.dra_driver.empty() && r == opt_.dra_driver) return true;  // claim_devices() entries
   if (r == "nvidia.com/gpu" || r.starts_with("nvidia.com/mig-") || r.starts_with("nvidia.com/gpu.")) return true;
   return std::find(opt_.extra_resources.begin(), opt_.extra_resources.end(), r) != opt_.extra_resources.end();
 }
@@ -173,7 +175,11 @@ Frame Sampler::begin_frame(std::vector<kubelet::ContainerDevice>* devices) {
   f.driver_version = driver_version_;
   std::lock_guard lock(mu_);
   const bool fresh = pod_resources_up_ || clock_.steady_now() - down_since_ < opt_.pod_resources_grace;
-  if (fresh) *devices = devices_;
+  if (fresh) {
+    *devices = devices_;
+    for (auto& d : claim_devices(claims_, opt_.dra_driver, opt_.dra_pool, dra_devices_))
+      devices->push_back(std::move(d));
+  }
   for (const auto& [key, n] : xid_counts_) {
     if (auto it = gpu_by_uuid_.find(key.first); it != gpu_by_uuid_.end()) f.xid_counts[{it->second, key.second}] = n;
   }
@@ -473,11 +479,12 @@ std::vector<std::string> Sampler::problems() const {
 
 void Sampler::poll_pod_resources_now() {
   if (opt_.pod_resources_socket.empty()) return;
-  auto list = pod_resources_.list(opt_.pod_resources_timeout);
-  if (list && opt_.translate) *list = opt_.translate(*list);
+  auto list = pod_resources_.list_all(opt_.pod_resources_timeout);
+  if (list && opt_.translate) list->devices = opt_.translate(list->devices);
   std::lock_guard lock(mu_);
   if (list) {
-    devices_ = std::move(*list);
+    devices_ = std::move(list->devices);
+    claims_ = std::move(list->claims);
     pod_resources_up_ = true;
   } else {
     if (pod_resources_up_) {

@@ -53,6 +53,12 @@ struct SamplerOptions {
   // Rewrites each PodResources reading before it is used (the agent's allocation table: the
   // devices containers really got). Called on the poll thread; null = as the kubelet reports.
   std::function<std::vector<kubelet::ContainerDevice>(const std::vector<kubelet::ContainerDevice>&)> translate;
+  // DRA: the claim devices PodResources lists for driver `dra_driver` in pool `dra_pool` (the
+  // node's name) are attributed as device-plugin devices are, found by device name among the
+  // node's DRA devices (metrics::claim_devices; their resource label is the driver name). Empty
+  // driver: claim devices are ignored.
+  std::string dra_driver;
+  std::string dra_pool;
   // Resources whose devices are GPUs; others in PodResources are ignored.
   std::vector<std::string> extra_resources;
   std::string proc_root = "/proc";
@@ -113,6 +119,7 @@ class Sampler {
   // Reads the inventory again when it is due or when NVML reports a device we do not know.
   void check_inventory(const std::vector<gpu::Telemetry>& ts);
   // The frame's shared inputs (PodResources allocations, XID counts, PodResources state).
+  // The devices include this node's DRA claim devices (as device-plugin entries).
   Frame begin_frame(std::vector<kubelet::ContainerDevice>* devices);
   // Who holds which GPU / MIG instance; adds the frame's allocations.
   Holders find_holders(const std::vector<kubelet::ContainerDevice>& devices, Frame& f);
@@ -162,6 +169,7 @@ class Sampler {
   uint64_t samples_ = 0;
   int samples_since_inventory_ = 0;
   Clock::SteadyTime last_unknown_refresh_{};
+  std::vector<dra::Device> dra_devices_;  // the inventory's DRA devices (with dra_driver set)
 
   // Shared with the event and poll threads.
   mutable std::mutex mu_;
@@ -171,6 +179,7 @@ class Sampler {
   // XID events by GPU UUID within the window (at most kMaxWindowEvents each).
   std::map<std::string, std::deque<std::pair<Clock::SteadyTime, uint64_t>>> xid_window_;
   std::vector<kubelet::ContainerDevice> devices_;
+  std::vector<kubelet::ContainerClaimDevice> claims_;
   Clock::SteadyTime down_since_{};  // when List started failing
   bool pod_resources_up_ = false;
   uint64_t pod_resources_errors_ = 0;

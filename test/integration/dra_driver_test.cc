@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "../peers/kubelet_dra_peer.h"
+#include "../peers/kubelet_peer.h"
 #include "agent_fixture.h"
 #include "dra/plugin.h"
 #include "standin.h"
@@ -361,21 +363,70 @@ std::string allocate(kube::Client& client, const std::string& name, const std::s
   return (*created)["metadata"].value("uid", "");
 }
 
-TEST(DraAgent, NodeLabelTurnsTheAgentIntoTheDraDriver) {
+// The devices of node-a's gpu.nvidia.com pool in the stand-in, by name.
+std::map<std::string, json> published_pool(kube::Client& client) {
+  std::map<std::string, json> out;
+  auto list = client.list(kube::resources::kResourceSlices, "");
+  if (!list) return out;
+  for (const auto& s : (*list)["items"]) {
+    if (s["spec"].value("nodeName", "") != kNode || s["spec"].value("driver", "") != "gpu.nvidia.com") continue;
+    for (const auto& d : s["spec"]["devices"]) out[d.value("name", "")] = d;
+  }
+  return out;
+}
+
+// The pool's generation in the stand-in (-1: no slice).
+int64_t published_generation(kube::Client& client) {
+  int64_t g = -1;
+  auto list = client.list(kube::resources::kResourceSlices, "");
+  if (!list) return g;
+  for (const auto& s : (*list)["items"]) {
+    if (s["spec"].value("nodeName", "") == kNode) g = std::max<int64_t>(g, s["spec"]["pool"].value("generation", -1));
+  }
+  return g;
+}
+
+// "<key>:<effect>:<value>" of a device's first taint ("" when it has none or is not published).
+std::string taint_of(kube::Client& client, const std::string& device) {
+  auto p = published_pool(client);
+  if (!p.contains(device) || !p[device].contains("taints") || p[device]["taints"].empty()) return "";
+  const json& t = p[device]["taints"][0];
+  return t.value("key", "") + ":" + t.value("effect", "") + ":" + t.value("value", "");
+}
+
+// A DRA-mode agent on node-a (labelled kgpu.io/gpu-api=dra) with its API-server stand-in.
+struct DraAgentNode {
+  explicit DraAgentNode(std::vector<std::string> extra = {}) {
+    client = kgpu::testing::client_for(kgpu::testing::token_config(api));
+    json node = {{"apiVersion", "v1"},
+                 {"kind", "Node"},
+                 {"metadata", {{"name", kNode}, {"labels", {{"kgpu.io/gpu-api", "dra"}}}}}};
+    EXPECT_TRUE(client->create(kube::resources::kNodes, "", node));
+    for (int i = 0; i < 8; ++i) dirs.write("dev/nvidia" + std::to_string(i), "");  // the agent checks they exist
+    dirs.write("dev/nvidiactl", "");
+    std::vector<std::string> flags = {"--kubeconfig",       api.kubeconfig(),    "--node-name",       kNode,
+                                      "--dra-registry-dir", registry(),          "--dra-plugins-dir", plugins(),
+                                      "--dev-root",         dirs.path().string()};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    agent = std::make_unique<kgpu::testing::PluginAgent>(kNodeYaml, "", flags);
+  }
+  std::string registry() const { return (dirs.path() / "plugins_registry").string(); }
+  std::string plugins() const { return (dirs.path() / "plugins").string(); }
+
   kgpu::testing::StandIn api;
-  auto client = kgpu::testing::client_for(kgpu::testing::token_config(api));
-  json node = {{"apiVersion", "v1"},
-               {"kind", "Node"},
-               {"metadata", {{"name", kNode}, {"labels", {{"kgpu.io/gpu-api", "dra"}}}}}};
-  ASSERT_TRUE(client->create(kube::resources::kNodes, "", node));
+  std::unique_ptr<kube::Client> client;
   kgpu::testing::TempDir dirs;
-  for (int i = 0; i < 8; ++i) dirs.write("dev/nvidia" + std::to_string(i), "");  // the agent checks they exist
-  dirs.write("dev/nvidiactl", "");
-  const std::string reg = (dirs.path() / "plugins_registry").string();
-  const std::string plugins = (dirs.path() / "plugins").string();
-  kgpu::testing::PluginAgent agent(kNodeYaml, "",
-                                   {"--kubeconfig", api.kubeconfig(), "--node-name", kNode, "--dra-registry-dir", reg,
-                                    "--dra-plugins-dir", plugins, "--dev-root", dirs.path().string()});
+  std::unique_ptr<kgpu::testing::PluginAgent> agent;
+};
+
+TEST(DraAgent, NodeLabelTurnsTheAgentIntoTheDraDriver) {
+  // A short quiet period for the recovery rule, so that a GPU back from lost is untainted quickly.
+  DraAgentNode n({"--health-recovery", "1s"});
+  auto& agent = *n.agent;
+  auto& client = n.client;
+  const std::string reg = n.registry();
+  const std::string plugins = n.plugins();
+  const auto& dirs = n.dirs;
   const std::string reg_socket = reg + "/gpu.nvidia.com-reg.sock";
   ASSERT_TRUE(kgpu::testing::eventually([&] { return fs::exists(reg_socket); })) << agent.log();
   auto info = kgpu::testing::dra_register(reg_socket);
@@ -383,33 +434,21 @@ TEST(DraAgent, NodeLabelTurnsTheAgentIntoTheDraDriver) {
   EXPECT_EQ(info->endpoint, plugins + "/gpu.nvidia.com/dra.sock");
 
   // The pool's ResourceSlices: GPUs 0-6 whole, GPU 7's two MIG devices; a lost GPU's devices stay,
-  // tainted NoExecute, and the taint goes when the GPU is back.
-  auto pool = [&]() -> std::map<std::string, json> {
-    std::map<std::string, json> out;
-    auto list = client->list(kube::resources::kResourceSlices, "");
-    if (!list) return out;
-    for (const auto& s : (*list)["items"]) {
-      if (s["spec"].value("nodeName", "") != kNode || s["spec"].value("driver", "") != "gpu.nvidia.com") continue;
-      for (const auto& d : s["spec"]["devices"]) out[d.value("name", "")] = d;
-    }
-    return out;
-  };
+  // tainted NoExecute, and the taint goes when the GPU is back and the recovery rule says so.
+  auto pool = [&] { return published_pool(*client); };
   ASSERT_TRUE(kgpu::testing::eventually([&] { return pool().size() == 9; })) << agent.log();
   EXPECT_TRUE(pool().contains("gpu-3"));
   EXPECT_FALSE(pool().at("gpu-3").contains("taints"));
   EXPECT_EQ(std::ranges::count_if(pool(), [](const auto& kv) { return kv.first.starts_with("gpu-7-mig-"); }), 2);
-  auto taint_of = [&](const std::string& device) -> std::string {
-    auto p = pool();
-    if (!p.contains(device) || !p[device].contains("taints") || p[device]["taints"].empty()) return "";
-    return p[device]["taints"][0].value("key", "") + ":" + p[device]["taints"][0].value("effect", "");
-  };
   agent.fake().rewrite(std::string(kNodeYaml) + "faults:\n  lost: [3]\n");
-  ASSERT_TRUE(kgpu::testing::eventually([&] { return taint_of("gpu-3") == "gpu.nvidia.com/unreachable:NoExecute"; }))
-      << json(pool()).dump() << agent.log();
+  ASSERT_TRUE(kgpu::testing::eventually([&] {
+    return taint_of(*client, "gpu-3").starts_with("gpu.nvidia.com/unreachable:NoExecute:");
+  })) << json(pool()).dump()
+      << agent.log();
   EXPECT_EQ(pool().size(), 9u);
-  EXPECT_EQ(taint_of("gpu-2"), "");
+  EXPECT_EQ(taint_of(*client, "gpu-2"), "");
   agent.fake().rewrite(kNodeYaml);
-  ASSERT_TRUE(kgpu::testing::eventually([&] { return pool().contains("gpu-3") && taint_of("gpu-3").empty(); }))
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return pool().contains("gpu-3") && taint_of(*client, "gpu-3").empty(); }))
       << agent.log();
 
   const std::string uid = allocate(*client, "agent-claim", "gpu-2");
@@ -436,6 +475,112 @@ TEST(DraAgent, NodeLabelTurnsTheAgentIntoTheDraDriver) {
   ASSERT_TRUE(u);
   EXPECT_EQ(u->at(uid), "");
   EXPECT_FALSE(fs::exists(spec));
+}
+
+// XID health in DRA mode, with the device plugin's rules: a reset-class XID taints the device
+// reset-required NoSchedule (a MIG-enabled GPU's MIG devices follow it), an ignored XID changes
+// nothing, waiting alone does not clear a reset-class fault, and the GPU seen gone and back (a
+// reset) and then quiet for the recovery period clears it. Each change is a new pool generation.
+TEST(DraAgent, XidHealthTaintsDevicesAndTheRecoveryRuleClearsThem) {
+  DraAgentNode n({"--health-recovery", "1s"});
+  auto& agent = *n.agent;
+  kube::Client& client = *n.client;
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return published_pool(client).size() == 9; })) << agent.log();
+  const std::string mig_a = "gpu-7-mig-1g10gb-19-0", mig_b = "gpu-7-mig-3g40gb-9-4";
+  ASSERT_TRUE(published_pool(client).contains(mig_a) && published_pool(client).contains(mig_b))
+      << json(published_pool(client)).dump();
+  const int64_t g0 = published_generation(client);
+
+  // XID 31 (an application error, ignored) on GPU 1 comes before XID 79 on GPU 2 and XID 48 on
+  // GPU 7: once GPU 2's taint is published, GPU 1's event has been handled.
+  const std::string xids = "faults:\n  xids:\n  - {gpu: 1, xid: 31}\n  - {gpu: 2, xid: 79}\n  - {gpu: 7, xid: 48}\n";
+  agent.fake().rewrite(std::string(kNodeYaml) + xids);
+  const std::string reset = "gpu.nvidia.com/reset-required:NoSchedule:";
+  ASSERT_TRUE(kgpu::testing::eventually([&] {
+    return taint_of(client, "gpu-2") == reset + "XID-79" && taint_of(client, mig_a) == reset + "XID-48" &&
+           taint_of(client, mig_b) == reset + "XID-48";
+  })) << json(published_pool(client)).dump()
+      << agent.log();
+  EXPECT_EQ(taint_of(client, "gpu-1"), "") << "XID 31 is ignored";
+  EXPECT_EQ(taint_of(client, "gpu-3"), "");
+  const int64_t g1 = published_generation(client);
+  EXPECT_GT(g1, g0);
+  EXPECT_TRUE(published_pool(client).at("gpu-2")["taints"][0].contains("timeAdded"));
+
+  // GPU 3 lost and back: untainted once quiet for 1 s. By then GPU 2's XID is more than 1 s old,
+  // and it still needs a reset.
+  agent.fake().rewrite(std::string(kNodeYaml) + "faults:\n  lost: [3]\n");
+  ASSERT_TRUE(kgpu::testing::eventually([&] {
+    return taint_of(client, "gpu-3").starts_with("gpu.nvidia.com/unreachable:NoExecute:");
+  })) << agent.log();
+  agent.fake().rewrite(kNodeYaml);
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return taint_of(client, "gpu-3").empty(); })) << agent.log();
+  EXPECT_EQ(taint_of(client, "gpu-2"), reset + "XID-79") << "a reset-class XID is not cleared by waiting";
+  EXPECT_EQ(taint_of(client, mig_a), reset + "XID-48");
+
+  // GPUs 2 and 7 reset (gone, then back): unreachable NoExecute while gone, then untainted after
+  // the quiet period.
+  agent.fake().rewrite(std::string(kNodeYaml) + "faults:\n  lost: [2, 7]\n");
+  ASSERT_TRUE(kgpu::testing::eventually([&] {
+    const std::string lost = "gpu.nvidia.com/unreachable:NoExecute:";
+    return taint_of(client, "gpu-2").starts_with(lost) && taint_of(client, mig_a).starts_with(lost) &&
+           taint_of(client, mig_b).starts_with(lost);
+  })) << json(published_pool(client)).dump()
+      << agent.log();
+  EXPECT_EQ(published_pool(client).size(), 9u);
+  agent.fake().rewrite(kNodeYaml);
+  ASSERT_TRUE(kgpu::testing::eventually([&] {
+    return taint_of(client, "gpu-2").empty() && taint_of(client, mig_a).empty() && taint_of(client, mig_b).empty();
+  })) << json(published_pool(client)).dump()
+      << agent.log();
+  EXPECT_GT(published_generation(client), g1);
+  for (const auto& [name, d] : published_pool(client)) EXPECT_FALSE(d.contains("taints")) << name;
+}
+
+// The agent in DRA mode attributes its claims' devices in PodResources (dynamic_resources: this
+// driver, this node's pool) to their containers on /metrics: a whole GPU and a MIG device. A claim
+// of another pool naming gpu-5 is not this node's.
+TEST(DraAgent, MetricsAttributeClaimDevicesToTheirContainers) {
+  using kgpu::testing::PeerClaim;
+  using kgpu::testing::PeerClaimDevice;
+  using kgpu::testing::PeerPod;
+  kgpu::testing::TempDir kubelet;
+  kgpu::testing::KubeletPeer peer((kubelet.path() / "kubelet.sock").string());
+  auto claim = [](std::string pool, std::string device) {
+    return PeerClaim{"c", "team-a", {PeerClaimDevice{"gpu.nvidia.com", std::move(pool), std::move(device), {}}}};
+  };
+  peer.set_pods({
+      PeerPod{"team-a", "trainer", {{"main", "", {}, {claim(kNode, "gpu-3")}}}},
+      PeerPod{"team-a", "infer", {{"model", "", {}, {claim(kNode, "gpu-7-mig-1g10gb-19-0")}}}},
+      PeerPod{"team-a", "elsewhere", {{"x", "", {}, {claim("node-b", "gpu-5")}}}},
+  });
+  peer.start();
+  DraAgentNode n({"--pod-resources-socket", peer.socket_path(), "--pod-resources-interval", "100", "-c", "100"});
+  auto& agent = *n.agent;
+  // The sample lines of `metric` that carry `labels` (all of them).
+  auto lines_with = [](const std::string& page, const std::string& metric, const std::vector<std::string>& labels) {
+    size_t count = 0;
+    std::istringstream in(page);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.starts_with(metric + "{")) continue;
+      if (std::ranges::all_of(labels, [&](const std::string& l) { return line.find(l) != std::string::npos; })) ++count;
+    }
+    return count;
+  };
+  std::string page;
+  ASSERT_TRUE(kgpu::testing::eventually([&] {
+    page = agent.metrics();
+    return lines_with(page, "DCGM_FI_DEV_FB_USED",
+                      {"gpu=\"3\"", "container=\"main\",namespace=\"team-a\",pod=\"trainer\""}) == 1 &&
+           lines_with(page, "DCGM_FI_DEV_FB_USED",
+                      {"gpu=\"7\"", "GPU_I_PROFILE=\"1g.10gb\"",
+                       "container=\"model\",namespace=\"team-a\",pod=\"infer\""}) == 1;
+  })) << page
+      << agent.log();
+  EXPECT_EQ(lines_with(page, "kgpu_device_allocated", {"gpu=\"3\"", "resource=\"gpu.nvidia.com\"", "pod=\"trainer\""}),
+            1u)
+      << page;
+  EXPECT_EQ(page.find("elsewhere"), std::string::npos) << page;
 }
 
 TEST(DraAgent, RefusesBothApis) {

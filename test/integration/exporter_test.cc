@@ -122,6 +122,89 @@ TEST_F(ExporterTest, AttributesExclusiveSharedAndMigDevices) {
   EXPECT_TRUE(has(page, "kgpu_pod_resources_up 1\n"));
 }
 
+// DRA: the kubelet lists claim devices (ContainerResources.dynamic_resources) by driver, pool and
+// device name. This node's (driver gpu.nvidia.com, pool = the node) are attributed as device-plugin
+// devices are: a whole GPU and a MIG device; another pool's or another driver's are not.
+std::vector<PeerPod> dra_pods() {
+  using kgpu::testing::PeerClaim;
+  using kgpu::testing::PeerClaimDevice;
+  auto claim = [](std::string name, std::string ns, std::string driver, std::string pool, std::string device) {
+    const std::string cdi = "k8s." + driver + "/claim=uid-" + device;
+    return PeerClaim{
+        std::move(name), std::move(ns), {PeerClaimDevice{std::move(driver), std::move(pool), device, {cdi}}}};
+  };
+  return {
+      PeerPod{"team-a",
+              "trainer-a",
+              {{"main", "", {}, {claim("train-gpu", "team-a", "gpu.nvidia.com", "gpu-node-7", "gpu-0")}}}},
+      PeerPod{"team-d",
+              "infer-d",
+              {{"model", "", {}, {claim("mig", "team-d", "gpu.nvidia.com", "gpu-node-7", "gpu-2-mig-3g20gb-9-0")}}}},
+      PeerPod{"team-x", "elsewhere", {{"c", "", {}, {claim("x", "team-x", "gpu.nvidia.com", "other-node", "gpu-1")}}}},
+      PeerPod{"team-y", "fpga", {{"c", "", {}, {claim("y", "team-y", "fpga.example.com", "gpu-node-7", "gpu-1")}}}},
+  };
+}
+
+TEST_F(ExporterTest, PodResourcesClientDecodesDraClaimDevices) {
+  peer_.set_pods(dra_pods());
+  kubelet::PodResourcesClient client(peer_.socket_path());
+  auto all = client.list_all(std::chrono::milliseconds(500));
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_TRUE(all->devices.empty());
+  ASSERT_EQ(all->claims.size(), 4u);
+  const auto& c = all->claims[1];
+  EXPECT_EQ(c.ns, "team-d");
+  EXPECT_EQ(c.pod, "infer-d");
+  EXPECT_EQ(c.container, "model");
+  EXPECT_EQ(c.claim_namespace, "team-d");
+  EXPECT_EQ(c.claim_name, "mig");
+  EXPECT_EQ(c.driver, "gpu.nvidia.com");
+  EXPECT_EQ(c.pool, "gpu-node-7");
+  EXPECT_EQ(c.device, "gpu-2-mig-3g20gb-9-0");
+  EXPECT_EQ(c.cdi_devices, std::vector<std::string>{"k8s.gpu.nvidia.com/claim=uid-gpu-2-mig-3g20gb-9-0"});
+  EXPECT_EQ(all->claims[3].driver, "fpga.example.com");
+}
+
+TEST_F(ExporterTest, AttributesDraClaimDevicesOfThisDriverAndPool) {
+  peer_.set_pods(dra_pods());
+  auto o = options();
+  o.dra_driver = "gpu.nvidia.com";
+  o.dra_pool = "gpu-node-7";
+  Sampler s(*node_, o);
+  s.poll_pod_resources_now();
+  s.sample_now();
+  const std::string page = *s.page();
+  // The whole GPU: the same series and labels as when the device plugin gave it.
+  const std::string gpu0 =
+      std::string("gpu=\"0\",UUID=\"") + kGpu0 + "\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\"";
+  EXPECT_TRUE(has(page, "DCGM_FI_DEV_GPU_UTIL{" + gpu0 +
+                            ",modelName=\"NVIDIA L4\",Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"580.105.08\","
+                            "container=\"main\",namespace=\"team-a\",pod=\"trainer-a\"} 40\n"))
+      << page;
+  // The MIG device (GPU instance 1).
+  EXPECT_TRUE(has(page,
+                  "GPU_I_PROFILE=\"3g.20gb\",GPU_I_ID=\"1\",Hostname=\"gpu-node-7\","
+                  "DCGM_FI_DRIVER_VERSION=\"580.105.08\",container=\"model\",namespace=\"team-d\","
+                  "pod=\"infer-d\"} 4000\n"))
+      << page;
+  EXPECT_TRUE(has(page, "resource=\"gpu.nvidia.com\",device_id=\"" + std::string(kGpu0) + "\",container=\"main\""))
+      << page;
+  EXPECT_TRUE(has(page, "resource=\"gpu.nvidia.com\",device_id=\"" + mig0_ + "\",container=\"model\"")) << page;
+  // GPU 1 is named only by another node's pool and another driver: nobody's.
+  EXPECT_TRUE(has(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"" + std::string(kGpu1) +
+                            "\",pci_bus_id=\"00000000:28:00.0\",device=\"nvidia1\",modelName=\"NVIDIA L4\","
+                            "Hostname=\"gpu-node-7\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"} 80\n"))
+      << page;
+  EXPECT_FALSE(has(page, "team-x")) << page;
+  EXPECT_FALSE(has(page, "team-y")) << page;
+
+  // Without the driver set (device-plugin mode), claim devices are not attributed.
+  Sampler plain(*node_, options());
+  plain.poll_pod_resources_now();
+  plain.sample_now();
+  EXPECT_FALSE(has(*plain.page(), "trainer-a")) << *plain.page();
+}
+
 TEST_F(ExporterTest, KubeletGoneMetricsFlowWithoutPodLabelsAndRecover) {
   auto o = options();
   o.pod_resources_grace = std::chrono::milliseconds(0);

@@ -36,10 +36,30 @@ std::string encode_list_response(const std::vector<PeerPod>& pods) {
     for (const auto& c : p.containers) {
       std::string container;
       field(container, 1, c.name);
-      std::string devices;
-      field(devices, 1, c.resource);
-      for (const auto& id : c.device_ids) field(devices, 2, id);
-      field(container, 2, devices);
+      if (!c.resource.empty() || !c.device_ids.empty()) {
+        std::string devices;
+        field(devices, 1, c.resource);
+        for (const auto& id : c.device_ids) field(devices, 2, id);
+        field(container, 2, devices);
+      }
+      for (const auto& claim : c.claims) {
+        std::string dynamic;
+        field(dynamic, 2, claim.name);
+        field(dynamic, 3, claim.ns);
+        for (const auto& d : claim.devices) {
+          std::string resource;
+          for (const auto& cdi : d.cdi_devices) {
+            std::string cdi_device;
+            field(cdi_device, 1, cdi);
+            field(resource, 1, cdi_device);
+          }
+          field(resource, 2, d.driver);
+          field(resource, 3, d.pool);
+          field(resource, 4, d.device);
+          field(dynamic, 4, resource);
+        }
+        field(container, 5, dynamic);
+      }
       field(pod, 3, container);
     }
     field(resp, 1, pod);

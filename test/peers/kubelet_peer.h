@@ -3,7 +3,9 @@
 // It does not use kgpu's .proto: responses are encoded by hand, field by field, from the wire
 // contract's field numbers (ListPodResourcesResponse.pod_resources = 1; PodResources.name = 1,
 // namespace = 2, containers = 3; ContainerResources.name = 1, devices = 2;
-// ContainerDevices.resource_name = 1, device_ids = 2), and served through gRPC's generic
+// ContainerDevices.resource_name = 1, device_ids = 2; ContainerResources.dynamic_resources = 5;
+// DynamicResource.claim_name = 2, claim_namespace = 3, claim_resources = 4; ClaimResource.cdi_devices
+// = 1, driver_name = 2, pool_name = 3, device_name = 4; CDIDevice.name = 1), and served through gRPC's generic
 // (byte-level) service under the method path /v1.PodResourcesLister/List. So a mistake in our
 // .proto cannot hide behind a peer that shares it.
 #pragma once
@@ -17,10 +19,23 @@
 
 namespace kgpu::testing {
 
+// One device of a DRA claim (ClaimResource).
+struct PeerClaimDevice {
+  std::string driver, pool, device;
+  std::vector<std::string> cdi_devices;
+};
+
+// A claim a container uses (DynamicResource).
+struct PeerClaim {
+  std::string name, ns;
+  std::vector<PeerClaimDevice> devices;
+};
+
 struct PeerContainer {
   std::string name;
-  std::string resource;
+  std::string resource;  // empty with no device_ids: no ContainerDevices entry
   std::vector<std::string> device_ids;
+  std::vector<PeerClaim> claims = {};  // DynamicResource entries
 };
 
 struct PeerPod {

@@ -1,10 +1,11 @@
 // Fuzz target: the PodResources messages kgpu decodes from the kubelet, through the code generated
-// from proto/podresources/v1/api.proto, flattened the way kubelet::PodResourcesClient::list does
-// (pod, container, device id). The first input byte picks ListPodResourcesResponse (even) or
-// AllocatableResourcesResponse / GetPodResourcesResponse (odd). Properties: parsing never crashes;
-// a parsed message re-serializes to bytes that parse to an equal message. The hand-written
+// from proto/podresources/v1/api.proto, flattened the way kubelet::PodResourcesClient::list_all
+// does (pod, container, device id; the DRA claim devices). The first input byte picks
+// ListPodResourcesResponse (even) or AllocatableResourcesResponse / GetPodResourcesResponse (odd).
+// Properties: parsing never crashes; a parsed message re-serializes to bytes that parse to an
+// equal message. The hand-written
 // encoder of the kubelet peer (test/peers/kubelet_peer.h) is checked against it: what it writes
-// for the decoded pods parses back to the same flattened devices.
+// for the decoded pods parses back to the same flattened devices and claim devices.
 #include <string>
 #include <tuple>
 #include <vector>
@@ -24,6 +25,22 @@ Flat flatten(const v1::ListPodResourcesResponse& resp) {
     for (const auto& c : pod.containers())
       for (const auto& d : c.devices())
         for (const auto& id : d.device_ids()) out.emplace_back(pod.namespace_(), pod.name(), c.name(), d.resource_name(), id);
+  return out;
+}
+
+// The DRA claim devices, flattened the way kubelet::PodResourcesClient::list_all does.
+using FlatClaims = std::vector<std::vector<std::string>>;
+FlatClaims flatten_claims(const v1::ListPodResourcesResponse& resp) {
+  FlatClaims out;
+  for (const auto& pod : resp.pod_resources())
+    for (const auto& c : pod.containers())
+      for (const auto& dr : c.dynamic_resources())
+        for (const auto& r : dr.claim_resources()) {
+          std::vector<std::string> row{pod.namespace_(), pod.name(),      c.name(),      dr.claim_namespace(),
+                                       dr.claim_name(),  r.driver_name(), r.pool_name(), r.device_name()};
+          for (const auto& cdi : r.cdi_devices()) row.push_back(cdi.name());
+          out.push_back(std::move(row));
+        }
   return out;
 }
 
@@ -58,13 +75,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<kgpu::testing::PeerPod> pods;
   for (const auto& p : resp.pod_resources()) {
     kgpu::testing::PeerPod pod{p.namespace_(), p.name(), {}};
-    for (const auto& c : p.containers())
+    for (const auto& c : p.containers()) {
       for (const auto& d : c.devices())
         pod.containers.push_back({c.name(), d.resource_name(), {d.device_ids().begin(), d.device_ids().end()}});
+      kgpu::testing::PeerContainer claims{c.name(), "", {}};
+      for (const auto& dr : c.dynamic_resources()) {
+        kgpu::testing::PeerClaim claim{dr.claim_name(), dr.claim_namespace(), {}};
+        for (const auto& r : dr.claim_resources()) {
+          kgpu::testing::PeerClaimDevice d{r.driver_name(), r.pool_name(), r.device_name(), {}};
+          for (const auto& cdi : r.cdi_devices()) d.cdi_devices.push_back(cdi.name());
+          claim.devices.push_back(std::move(d));
+        }
+        claims.claims.push_back(std::move(claim));
+      }
+      if (!claims.claims.empty()) pod.containers.push_back(std::move(claims));
+    }
     pods.push_back(std::move(pod));
   }
   v1::ListPodResourcesResponse from_peer;
   check(from_peer.ParseFromString(kgpu::testing::encode_list_response(pods)), "protobuf parses the peer's encoding");
   check(flatten(from_peer) == flat, "the peer's encoding carries the same devices");
+  check(flatten_claims(from_peer) == flatten_claims(resp), "the peer's encoding carries the same claim devices");
   return 0;
 }
