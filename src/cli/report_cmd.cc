@@ -28,6 +28,7 @@ struct ReportFlags {
   std::string owner_label = "owner";
   std::string output = "text";
   std::string out_file;
+  std::string sim_out;
   int max_rows = 50;
   std::string kubeconfig, context;
   int request_timeout_s = 60;
@@ -87,6 +88,8 @@ CLI::App* add_report_command(CLI::App& app) {
       ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   cmd->add_option("--file", f.out_file, "Write the report to this file instead of stdout");
+  cmd->add_option("--sim-out", f.sim_out,
+                  "Also write the cluster as kgpu sim input (DIR/nodes.csv, DIR/pods.csv, openb format)");
   cmd->add_option("--max-rows", f.max_rows, "Rows per table in text and html")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -161,6 +164,15 @@ int run_report_command() {
   auto objects = cost::read_cluster(**kube_client);
   if (!objects) return failure("reading the cluster: " + objects.error().message);
   const auto cluster = cost::cluster_from_objects(*objects, f.owner_label);
+
+  if (!f.sim_out.empty()) {
+    const auto csv = cost::to_sim_csv(cost::sim_input(cluster));
+    for (const auto& [name, text] : {std::pair{"nodes.csv", &csv.nodes}, std::pair{"pods.csv", &csv.pods}}) {
+      const std::string path = f.sim_out + "/" + name;
+      if (auto ok = write_file_atomically(path, *text); !ok) return failure(ok.error().message);
+    }
+    fmt::print(stderr, "kgpu report: wrote {}/nodes.csv and pods.csv (kgpu sim --nodes ... --pods ...)\n", f.sim_out);
+  }
 
   cost::UsageOptions uo;
   uo.until = until;

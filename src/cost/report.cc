@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <random>
@@ -133,6 +134,73 @@ Result<double> parse_duration(std::string_view text) {
   return total;
 }
 
+SimInput sim_input(const ClusterView& cluster) {
+  SimInput in;
+  std::map<std::string, size_t> index;
+  for (const auto& n : cluster.nodes) {
+    if (n.mig || n.gpus <= 0) continue;
+    sched::NodeState s;
+    s.name = n.name;
+    s.cpu_milli = s.cpu_free = n.cpu_milli;
+    s.memory_mib = s.memory_free = n.memory_mib;
+    s.gpu_model = n.model;
+    s.labels = n.labels;
+    for (const auto& t : n.taints) s.taints.push_back({t.key, t.value, t.effect});
+    s.unschedulable = n.unschedulable;
+    s.gpu_free.assign(static_cast<size_t>(n.gpus), sched::kMilli);
+    index[n.name] = in.nodes.size();
+    in.nodes.push_back(std::move(s));
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < cluster.pods.size(); ++i) {
+    const auto& p = cluster.pods[i];
+    if (index.contains(p.node) && p.mig_profile().empty()) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cluster.pods[a].started < cluster.pods[b].started; });
+  for (size_t i : order) {
+    const auto& p = cluster.pods[i];
+    const GpuNode* node = cluster.node(p.node);
+    sched::Pod s;
+    s.name = p.ns + "/" + p.name;
+    s.cpu_milli = p.cpu_milli;
+    s.memory_mib = p.memory_mib;
+    if (p.shared()) {
+      s.num_gpu = 1;
+      s.gpu_milli = std::max(1, sched::kMilli / std::max(1, node->replicas));
+    } else {
+      s.num_gpu = static_cast<int>(std::min<int64_t>(p.units, 1024));
+      s.gpu_milli = sched::kMilli;
+    }
+    // A pod stays on its GPU model (its resource name and selectors tie it there in practice).
+    if (!node->model.empty()) s.gpu_models = {node->model};
+    s.node_selector = p.node_selector;
+    for (const auto& t : p.tolerations)
+      s.tolerations.push_back({t.key, t.op.empty() ? "Equal" : t.op, t.value, t.effect});
+    s.creation = static_cast<int64_t>(p.started);
+    in.pod_node.push_back(index.at(p.node));
+    in.pods.push_back(std::move(s));
+  }
+  return in;
+}
+
+SimCsv to_sim_csv(const SimInput& in) {
+  SimCsv out;
+  out.nodes = "sn,cpu_milli,memory_mib,gpu,model\n";
+  for (const auto& n : in.nodes) {
+    out.nodes += fmt::format("{},{},{},{},{}\n", n.name, n.cpu_milli, n.memory_mib, std::min(n.gpus(), 64),
+                             n.gpu_model.empty() ? "unknown" : n.gpu_model);
+  }
+  int64_t first = INT64_MAX;
+  for (const auto& p : in.pods) first = std::min(first, p.creation);
+  out.pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,creation_time\n";
+  for (const auto& p : in.pods) {
+    out.pods += fmt::format("{},{},{},{},{},{},{}\n", p.name, p.cpu_milli, p.memory_mib, std::min(p.num_gpu, 64),
+                            p.gpu_milli, p.gpu_models.empty() ? "" : p.gpu_models[0], p.creation - first);
+  }
+  return out;
+}
+
 namespace {
 
 void add(std::map<std::string, Rollup>& m, const std::string& key, const IdlePod& p, double held_gpu_hours) {
@@ -174,60 +242,26 @@ PlacedCluster measure(const sched::Cluster& c, const std::vector<sched::TaskShap
 Fragmentation fragmentation(const ClusterView& cluster, const std::map<std::string, PodFigures>& figures,
                             const Prices& prices, std::vector<std::string>& warnings) {
   Fragmentation out;
-  std::vector<sched::NodeState> nodes;
-  std::map<std::string, size_t> index;
+  const SimInput in = sim_input(cluster);
+  const auto& nodes = in.nodes;
   double price_sum = 0;
   for (const auto& n : cluster.nodes) {
     ++out.nodes;
     out.gpus += n.gpus;
-    if (n.mig || n.gpus <= 0) continue;
-    sched::NodeState s;
-    s.name = n.name;
-    s.cpu_milli = s.cpu_free = n.cpu_milli;
-    s.memory_mib = s.memory_free = n.memory_mib;
-    s.gpu_model = n.model;
-    s.labels = n.labels;
-    for (const auto& t : n.taints) s.taints.push_back({t.key, t.value, t.effect});
-    s.unschedulable = n.unschedulable;
-    s.gpu_free.assign(static_cast<size_t>(n.gpus), sched::kMilli);
-    index[n.name] = nodes.size();
-    nodes.push_back(std::move(s));
-    price_sum += prices.price_for(n.model) * n.gpus;
-    ++out.nodes_modelled;
   }
+  for (const auto& n : nodes) price_sum += prices.price_for(n.gpu_model) * n.gpus();
+  out.nodes_modelled = static_cast<int>(nodes.size());
   struct Placed {
     sched::Pod pod;
     size_t node;
     std::vector<int> known;
   };
   std::vector<Placed> pods;
-  for (const auto& p : cluster.pods) {
-    const auto it = index.find(p.node);
-    if (it == index.end() || !p.mig_profile().empty()) continue;
-    const GpuNode* node = cluster.node(p.node);
-    sched::Pod s;
-    s.name = p.ns + "/" + p.name;
-    s.cpu_milli = p.cpu_milli;
-    s.memory_mib = p.memory_mib;
-    if (p.shared()) {
-      s.num_gpu = 1;
-      s.gpu_milli = std::max(1, sched::kMilli / std::max(1, node->replicas));
-    } else {
-      s.num_gpu = static_cast<int>(std::min<int64_t>(p.units, 1024));
-      s.gpu_milli = sched::kMilli;
-    }
-    // A pod stays on its GPU model (its resource name and selectors tie it there in practice).
-    if (!node->model.empty()) s.gpu_models = {node->model};
-    s.node_selector = p.node_selector;
-    for (const auto& t : p.tolerations)
-      s.tolerations.push_back({t.key, t.op.empty() ? "Equal" : t.op, t.value, t.effect});
-    s.creation = static_cast<int64_t>(p.started);
+  for (size_t i = 0; i < in.pods.size(); ++i) {
     std::vector<int> known;
-    if (auto f = figures.find(p.ns + "/" + p.name); f != figures.end()) known = f->second.gpu_indices;
-    pods.push_back({std::move(s), it->second, std::move(known)});
+    if (auto f = figures.find(in.pods[i].name); f != figures.end()) known = f->second.gpu_indices;
+    pods.push_back({in.pods[i], in.pod_node[i], std::move(known)});
   }
-  std::stable_sort(pods.begin(), pods.end(),
-                   [](const auto& a, const auto& b) { return a.pod.creation < b.pod.creation; });
   out.pods = static_cast<int>(pods.size());
 
   std::vector<sched::Pod> all;

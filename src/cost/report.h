@@ -26,6 +26,7 @@
 #include "cost/cluster.h"
 #include "cost/prices.h"
 #include "cost/usage.h"
+#include "sched/cluster.h"
 
 namespace kgpu::cost {
 
@@ -104,6 +105,23 @@ struct Report {
   std::vector<std::string> warnings;
   int max_rows = 50;
 };
+
+// The live cluster as `kgpu sim`'s model: GPU nodes without MIG (GPUs all free, CPU and memory
+// allocatable), and their GPU pods in start order, each tied to its node's GPU model (a share of a
+// time-sliced GPU is 1000 / replicas milli-GPU); pod_node[i] indexes pods[i]'s node. Pod names are
+// "namespace/name".
+struct SimInput {
+  std::vector<sched::NodeState> nodes;
+  std::vector<sched::Pod> pods;
+  std::vector<size_t> pod_node;
+};
+SimInput sim_input(const ClusterView& cluster);
+// The same as the openb CSV files `kgpu sim --nodes N.csv --pods P.csv` reads (creation times in
+// seconds from the first pod's start).
+struct SimCsv {
+  std::string nodes, pods;
+};
+SimCsv to_sim_csv(const SimInput& in);
 
 Report build_report(const ClusterView& cluster, const Usage& usage, const Prices& prices, const ReportOptions& options);
 

@@ -355,11 +355,30 @@ TEST_F(ReportTest, NumbersMatchTheHandComputedOnes) {
 }
 
 TEST_F(ReportTest, TextAndErrors) {
-  const auto text = report("");
+  const auto text = report("--sim-out " + dir_.path().string());
   ASSERT_EQ(text.status, 0) << text.text;
   EXPECT_NE(text.text.find("6 GPU pods, 6 with metrics: 306.0 GPU-hours held"), std::string::npos) << text.text;
   EXPECT_NE(text.text.find("team-c/etl-28999-k4j2p"), std::string::npos) << text.text;
   EXPECT_NE(text.text.find("MIG 2g.20gb"), std::string::npos) << text.text;
+
+  // The cluster as kgpu sim input: 3 nodes, the 6 GPU pods in start order; kgpu sim places all.
+  const std::string nodes = slurp(dir_.path() / "nodes.csv"), pods = slurp(dir_.path() / "pods.csv");
+  EXPECT_EQ(nodes,
+            "sn,cpu_milli,memory_mib,gpu,model\n"
+            "gpu-h100-1,128000,1048576,8,NVIDIA-H100-80GB-HBM3\n"
+            "gpu-h100-2,128000,1048576,8,NVIDIA-H100-80GB-HBM3\n"
+            "gpu-l4-1,128000,1048576,4,NVIDIA-L4-SHARED\n");
+  EXPECT_TRUE(
+      pods.starts_with("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,creation_time\n"
+                       "team-a/trainer-0,0,0,4,1000,NVIDIA-H100-80GB-HBM3,0\n"
+                       "team-b/infer-5c7d8-x2x9q,0,0,1,1000,NVIDIA-H100-80GB-HBM3,86400\n"))
+      << pods;
+  EXPECT_NE(pods.find("team-c/dev-shell,0,0,1,250,NVIDIA-L4-SHARED,"), std::string::npos) << pods;
+  const auto sim =
+      run_command(std::string(KGPU_BINARY) + " sim --nodes " + (dir_.path() / "nodes.csv").string() + " --pods " +
+                  (dir_.path() / "pods.csv").string() + " --mode time --policy FGD --seeds 1 --output csv 2>&1");
+  ASSERT_EQ(sim.status, 0) << sim.text;
+  EXPECT_NE(sim.text.find("\nFGD,1,6,6,"), std::string::npos) << sim.text;  // policy,seed,arrivals,scheduled
 
   // A Prometheus error names the query; a bad price file its line and field.
   const auto bad_prom = run_command(std::string(KGPU_BINARY) + " report --kubeconfig " + api_->kubeconfig() +
