@@ -19,6 +19,7 @@
 #include "gpu/report.h"
 #include "cli/doctor_cmd.h"
 #include "cli/scheduler_cmd.h"
+#include "cli/top_cmd.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -482,6 +483,7 @@ int run(int argc, char** argv) {
 
   auto* doctor_cmd = add_doctor_command(app);
   auto* scheduler_cmd = add_scheduler_command(app);
+  add_top_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -495,6 +497,7 @@ int run(int argc, char** argv) {
   if (*lint_cmd) return run_lint_command();
   if (*sim_cmd) return cmd_sim(so);
   if (*scheduler_cmd) return run_scheduler_command();
+  if (auto rc = run_top_commands()) return *rc;
   if (*agent_cmd) {
     const auto level = log::parse_level(log_level);
     const auto format = log::parse_format(log_format);
