@@ -350,10 +350,16 @@ TEST_F(TopTest, NodesPodsNamespacesAndAllocations) {
   EXPECT_NE(out.text.find("nvidia.com/gpu.shared (4 per GPU)"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("team-b/notebook-b (1), team-c/svc-c (2)"), std::string::npos) << out.text;
 
-  // As a kubectl plugin: the same binary under the name kubectl-gpu.
-  const std::string plugin = std::filesystem::path(KGPU_BINARY).parent_path() / "kubectl-gpu";
-  out = run_command(plugin + " top --help 2>&1");
+  // As a kubectl plugin: the same binary under the name kubectl-gpu, which kubectl finds on PATH.
+  const std::string bin = std::filesystem::path(KGPU_BINARY).parent_path().string();
+  out = run_command(bin + "/kubectl-gpu top --help 2>&1");
   EXPECT_NE(out.text.find("kubectl gpu top"), std::string::npos) << out.text;
+#ifdef KGPU_KUBECTL
+  out = run_command("PATH=" + bin + ":$PATH KUBECONFIG=" + standin_.kubeconfig() + " " + KGPU_KUBECTL +
+                    " gpu top nodes gpu-b 2>/dev/null");
+  EXPECT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("20000Mi/81559Mi"), std::string::npos) << out.text;
+#endif
 }
 
 TEST_F(TopTest, NoMetricsAtAllFails) {

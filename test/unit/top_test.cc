@@ -232,6 +232,55 @@ TEST(Views, PodRequestsCountInitContainersAndSidecarsAsTheKubeletDoes) {
   EXPECT_EQ(p.requests.at("nvidia.com/gpu"), 4);  // init (3) beside the sidecar (1) > app (1) + sidecar (1)
 }
 
+TEST(Views, DraClaimsHoldTheGpuOfTheirDeviceMinorAndCountInAllocations) {
+  Cluster c;
+  c.nodes.push_back(decode_node(node_json("d", json::object(), json::object(),
+                                          {{"metadata", {{"labels", {{"nvidia.com/gpu.present", "true"}}}}}})));
+  c.slices.push_back(decode_slice(json::parse(R"({"metadata":{"name":"d-gpu.nvidia.com-0"},
+      "spec":{"driver":"gpu.nvidia.com","pool":{"name":"d","generation":1,"resourceSliceCount":1},"nodeName":"d",
+              "devices":[{"name":"gpu-0"},{"name":"gpu-1","taints":[{"key":"k","effect":"NoExecute"}]}]}})")));
+  c.claims.push_back(decode_claim(json::parse(R"({"metadata":{"namespace":"a","name":"c1"},
+      "status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.nvidia.com","pool":"d","device":"gpu-0"}]}},
+                "reservedFor":[{"resource":"pods","name":"p","uid":"u"}]}})")));
+  json pod = pod_json("a", "p", "d", json::object());
+  pod["status"]["resourceClaimStatuses"] = json::array({{{"name", "gpu"}, {"resourceClaimName", "c1"}}});
+  c.pods.push_back(decode_pod(pod));
+  ASSERT_EQ(c.pods[0].claims, std::vector<std::string>{"c1"});
+  Metrics m;
+  NodeMetrics nm;
+  Device d0;
+  d0.key = "GPU-0";
+  d0.uuid = "GPU-0";
+  d0.index = "0";
+  d0.minor = "0";
+  d0.model = "NVIDIA H100 80GB HBM3";
+  d0.util_pct = 55;
+  nm.devices["GPU-0"] = d0;
+  m["d"].metrics = nm;
+  const auto rows = pod_rows(c, m, false);
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_EQ(rows[0].holds.size(), 1u);
+  EXPECT_EQ(rows[0].holds[0].what, "claim c1: GPU 0 (NVIDIA H100 80GB HBM3)");
+  EXPECT_EQ(rows[0].util, 55);
+  EXPECT_EQ(rows[0].gpu_equiv, 1);
+  const auto nodes = node_rows(c, m);
+  ASSERT_EQ(nodes.size(), 1u);
+  ASSERT_EQ(nodes[0].resources.size(), 1u);
+  EXPECT_EQ(nodes[0].resources[0].name, "dra:gpu.nvidia.com");
+  EXPECT_EQ(nodes[0].resources[0].allocatable, 2);
+  EXPECT_EQ(nodes[0].resources[0].requested, 1);
+  const Allocations a = allocations(c);
+  ASSERT_EQ(a.rows.size(), 1u);
+  EXPECT_EQ(a.rows[0].capacity, 2);
+  EXPECT_EQ(a.rows[0].allocatable, 1);  // the tainted device is not
+  EXPECT_EQ(a.rows[0].requested, 1);
+  ASSERT_EQ(a.rows[0].holders.size(), 1u);
+  EXPECT_EQ(a.rows[0].holders[0].pod, "p");
+  ASSERT_EQ(a.unusable.size(), 1u);
+  EXPECT_EQ(a.unusable[0].reason, "unhealthy");
+  EXPECT_EQ(a.unusable[0].resource, "dra:gpu.nvidia.com");
+}
+
 TEST(Views, NamespacesSumRequestsAgainstTheirQuota) {
   Cluster c;
   c.nodes.push_back(decode_node(node_json("n", {{"nvidia.com/gpu", "4"}}, {{"nvidia.com/gpu", "4"}})));

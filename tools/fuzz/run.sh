@@ -59,6 +59,7 @@ seeds() {
     doctor) files=(test/data/doctor/*/*.json test/data/k8s/*.json test/data/k8s/*.yaml) ;;
     sharing_config) files=(deploy/sharing-config.yaml test/data/guide/time-slicing-config.yaml) ;;
     fake_nvml_node) files=(examples/nodes/*.yaml) ;;
+    exposition) files=(test/data/fuzz/exposition/seed-*) ;;
     openb_trace)
       if [ -d "$openb" ]; then
         for f in "$openb"/*.csv; do head -n 40 "$f" >"$dir/$(basename "$f")"; done
@@ -73,7 +74,7 @@ seeds() {
 declare -A dict=([k8s_load]=yaml.dict [lint]=yaml.dict [doctor]=json.dict [sharing_config]=yaml.dict
   [fake_nvml_node]=yaml.dict [counters]=csv.dict [openb_trace]=csv.dict [quantity]=quantity.dict)
 declare -A max_len=([doctor]=262144 [k8s_load]=65536 [lint]=65536 [quantity]=256 [device_plugin_wire]=4096
-  [pod_resources_wire]=4096)
+  [pod_resources_wire]=4096 [exposition]=65536)
 
 work="$build/fuzz"
 mkdir -p "$work"
