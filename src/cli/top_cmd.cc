@@ -119,6 +119,17 @@ int run_top(const TopFlags& f) {
   if (!f.output.empty() && f.output != "wide" && f.output != "json") {
     return usage(command, "-o/--output: expected wide or json");
   }
+  if (f.at != 0 && f.prometheus.empty()) return usage(command, "--at is for --prometheus");
+  // --sort-by is checked before anything is read.
+  {
+    std::vector<top::NodeRow> n;
+    std::vector<top::PodRow> p;
+    std::vector<top::NamespaceRow> s;
+    auto sorted = nodes  ? top::sort_nodes(n, f.sort_by)
+                  : pods ? top::sort_pods(p, f.sort_by)
+                         : top::sort_namespaces(s, f.sort_by);
+    if (!sorted) return usage(command, sorted.error().message);
+  }
   auto api = connect(f);
   if (!api) return usage(command, api.error().message);
   top::ReadOptions ro;
@@ -178,7 +189,6 @@ int run_top(const TopFlags& f) {
     }
     metrics = std::move(*m);
   } else {
-    if (f.at != 0) return usage(command, "--at is for --prometheus");
     top::FetchOptions fo;
     fo.concurrency = f.concurrency;
     metrics = top::fetch_node_metrics(*api->proxy, *cluster, wanted, fo);

@@ -453,6 +453,23 @@ TEST(TopPrometheus, NodesAndPodsFromRecordedSeries) {
       << out.text;
 }
 
+TEST(TopCli, UsageErrorsBeforeAnythingIsRead) {
+  const std::string kgpu_bin = KGPU_BINARY;
+  Output out = run_command(kgpu_bin + " top pods --sort-by cpu --kubeconfig /nonexistent");
+  EXPECT_EQ(out.status, 2) << out.text;
+  EXPECT_NE(out.text.find("kgpu top pods: --sort-by cpu: expected one of name, gpus, gr-active, memory, tensor, util"),
+            std::string::npos)
+      << out.text;
+  out = run_command(kgpu_bin + " top nodes -o yaml --kubeconfig /nonexistent");
+  EXPECT_EQ(out.status, 2) << out.text;
+  EXPECT_NE(out.text.find("-o/--output: expected wide or json"), std::string::npos) << out.text;
+  out = run_command(kgpu_bin + " top nodes --at 5 --kubeconfig /nonexistent");
+  EXPECT_EQ(out.status, 2) << out.text;
+  EXPECT_NE(out.text.find("--at is for --prometheus"), std::string::npos) << out.text;
+  out = run_command(kgpu_bin + " top");
+  EXPECT_EQ(out.status, 2) << out.text;
+}
+
 TEST(StandInProxy, ForwardsToThePodAndFailsAsTheApiServerDoes) {
   StandIn s({"--proxy-timeout-ms", "300"});
   Cluster c(s);
