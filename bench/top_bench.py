@@ -9,7 +9,8 @@
 3. Loads the stand-in with N nodes (8 GPUs each), N agent pods (labels and port as
    deploy/daemonset.yaml) and 4 GPU pods per node.
 4. Runs `kgpu top nodes` (and `-o json`, and with 64 pages in flight) RUNS times; reports wall
-   time (median, min), the kgpu process's CPU time (user + system) and its peak RSS.
+   time (median, min), the kgpu process's CPU time (user + system) and its peak RSS, and the CPU
+   the stand-in and the page server spent meanwhile (medians).
 
 usage: bench/top_bench.py BUILD_DIR [NODES] [RUNS]
 """
@@ -64,6 +65,12 @@ def record_pages(build, tmp):
             f.write(body)
         pages.append(path)
     return pages
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds a running process has used (/proc/<pid>/stat)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def address(i):
@@ -125,9 +132,10 @@ def main():
     try:
         for label, extra in [("table", []), ("json", ["-o", "json"]), ("table, --concurrency 64",
                                                                           ["--concurrency", "64"])]:
-            walls, rss, cpu = [], [], []
+            walls, rss, cpu, api_cpu, pages_cpu = [], [], [], [], []
             for _ in range(runs):
                 cmd = [os.path.join(build, "kgpu"), "top", "nodes", "--kubeconfig", kubeconfig, *extra]
+                api_before, pages_before = cpu_seconds(api.pid), cpu_seconds(server.pid)
                 start = time.monotonic()
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                 out = proc.stdout.read()
@@ -136,22 +144,24 @@ def main():
                 walls.append(time.monotonic() - start)
                 rss.append(usage.ru_maxrss)  # KiB on Linux
                 cpu.append(usage.ru_utime + usage.ru_stime)
+                api_cpu.append(cpu_seconds(api.pid) - api_before)
+                pages_cpu.append(cpu_seconds(server.pid) - pages_before)
                 if status != 0 or err:
                     sys.exit(f"kgpu top nodes failed ({status}): {err.decode()[:2000]}")
                 lines = out.decode().count("\n") if label != "json" else len(json.loads(out))
                 if lines < nodes:
                     sys.exit(f"expected {nodes} nodes, got {lines}")
-            results[label] = (walls, rss, cpu)
+            results[label] = (walls, rss, cpu, api_cpu, pages_cpu)
     finally:
         api.terminate()
         server.terminate()
     print(f"kgpu top nodes over {nodes} GPU nodes (8 GPUs each), {nodes} agent pods behind the stand-in's "
           f"pods/proxy, {4 * nodes} GPU pods; recorded pages {min(sizes)}-{max(sizes)} bytes; {runs} runs each")
-    print(f"{'output':<26} {'wall median (s)':>16} {'wall min (s)':>13} {'kgpu CPU median (s)':>20} "
-          f"{'max RSS (MiB)':>14}")
-    for label, (walls, rss, cpu) in results.items():
-        print(f"{label:<26} {statistics.median(walls):>16.3f} {min(walls):>13.3f} {statistics.median(cpu):>20.3f} "
-              f"{max(rss) / 1024:>14.1f}")
+    print(f"{'output':<26} {'wall median (s)':>16} {'wall min (s)':>13} {'kgpu CPU (s)':>13} "
+          f"{'max RSS (MiB)':>14} {'stand-in CPU (s)':>17} {'page server CPU (s)':>20}")
+    for label, (walls, rss, cpu, api_cpu, pages_cpu) in results.items():
+        print(f"{label:<26} {statistics.median(walls):>16.3f} {min(walls):>13.3f} {statistics.median(cpu):>13.3f} "
+              f"{max(rss) / 1024:>14.1f} {statistics.median(api_cpu):>17.3f} {statistics.median(pages_cpu):>20.3f}")
 
 
 if __name__ == "__main__":
