@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -136,6 +137,8 @@ std::optional<double> parse_value(std::string_view text) {
   if (text == "+Inf" || text == "Inf") return HUGE_VAL;
   if (text == "-Inf") return -HUGE_VAL;
   if (text.empty() || text.size() > 64) return std::nullopt;
+  const char c0 = text.front();
+  if (!(std::isdigit(static_cast<unsigned char>(c0)) || c0 == '-' || c0 == '+' || c0 == '.')) return std::nullopt;
   const std::string s(text);
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
