@@ -20,6 +20,7 @@
 #include "cli/doctor_cmd.h"
 #include "cli/report_cmd.h"
 #include "cli/scheduler_cmd.h"
+#include "cli/top_cmd.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -484,6 +485,7 @@ int run(int argc, char** argv) {
   auto* doctor_cmd = add_doctor_command(app);
   auto* scheduler_cmd = add_scheduler_command(app);
   auto* report_cmd = add_report_command(app);
+  add_top_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -498,6 +500,7 @@ int run(int argc, char** argv) {
   if (*sim_cmd) return cmd_sim(so);
   if (*scheduler_cmd) return run_scheduler_command();
   if (*report_cmd) return run_report_command();
+  if (auto rc = run_top_commands()) return *rc;
   if (*agent_cmd) {
     const auto level = log::parse_level(log_level);
     const auto format = log::parse_format(log_format);

@@ -76,9 +76,13 @@ std::vector<Registration> PluginAgent::registrations(size_t n) {
   return kubelet_.registrations();
 }
 
-std::string PluginAgent::metrics() {
+int PluginAgent::port() {
   if (port_ == 0) port_ = agent_port(log_);  // the port the agent bound (it was asked for 0)
-  httplib::Client c("127.0.0.1", port_);
+  return port_;
+}
+
+std::string PluginAgent::metrics() {
+  httplib::Client c("127.0.0.1", port());
   c.set_connection_timeout(2);
   auto r = c.Get("/metrics");
   return r ? r->body : "";

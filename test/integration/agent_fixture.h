@@ -31,6 +31,8 @@ class PluginAgent {
   std::vector<Registration> registrations(size_t n);
   // GET /metrics (empty on failure).
   std::string metrics();
+  // The port the agent listens on (waits for its "listening on" line; 0 when it never came).
+  int port();
   // Ends the agent process and starts it again with the same flags, directories and kubelet.
   void restart();
   // Sends SIGTERM and waits up to `timeout` for the agent to exit; its wait status (nullopt: still

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   app.add_option("--history", options.history, "watch history kept, in changes (older versions get 410)");
   app.add_option("--bookmark-interval-ms", options.bookmark_interval_ms, "how often watches get BOOKMARK events");
   app.add_option("--threads", options.threads, "request threads (each open watch holds one)");
+  app.add_option("--proxy-timeout-ms", options.proxy_timeout_ms,
+                 "pods/proxy: milliseconds to connect to the pod and for each read (then 503)");
   app.add_option("--resource", resources, "serve another kind: group/version/plural/Kind[/cluster] (repeatable)");
   std::vector<std::string> runtime_config;
   app.add_option("--runtime-config", runtime_config,

@@ -376,6 +376,14 @@ void Server::handle(const httplib::Request& req, httplib::Response& res, const s
     r.ns = rest[1];
     rest.erase(rest.begin(), rest.begin() + 2);
   }
+  // pods/proxy: the rest of the path, whatever its depth, belongs to the pod.
+  if (group.empty() && version == "v1" && !r.ns.empty() && rest.size() >= 3 && rest[0] == "pods" &&
+      rest[2] == "proxy") {
+    const std::string marker = "/pods/" + rest[1] + "/proxy";
+    const size_t at = path.find(marker);
+    const size_t tail = at == std::string::npos ? path.size() : at + marker.size();
+    return serve_proxy(r.ns, rest[1], path.substr(std::min(tail, path.size())), req, res, method);
+  }
   if (rest.empty() || rest.size() > 3) {
     return send_status(res, 404, "NotFound", "the server could not find the requested resource");
   }

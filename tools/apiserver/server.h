@@ -7,6 +7,7 @@
 //   GET|PUT|PATCH|DELETE <gv>/[namespaces/<ns>/]<plural>/<name>[/status]
 //   POST   /api/v1/namespaces/<ns>/pods/<name>/binding
 //   GET    /api/v1/namespaces/<ns>/pods/<name>/log
+//   GET    /api/v1/namespaces/<ns>/pods/<[scheme:]name[:port]>/proxy[/<path>]   forwarded to status.podIP
 //   /version /api /apis /apis/<group> <gv> /openapi/v3[/...] /healthz /livez /readyz
 //   /standin/v1/faults (POST), /standin/v1/logs/<ns>/<pod>/<container> (PUT),
 //   /standin/v1/requests (GET: the last requests served, for tests to assert on)
@@ -45,6 +46,8 @@ struct ServerOptions {
   size_t history = 10'000;
   int bookmark_interval_ms = 60'000;
   size_t max_body_bytes = 3 << 20;  // kube-apiserver's request limit
+  int proxy_timeout_ms = 30'000;    // pods/proxy: connecting to and reading from the pod
+  size_t proxy_max_body_bytes = 64 << 20;
 };
 
 struct Fault {
@@ -86,6 +89,9 @@ class Server {
   void handle_standin(const httplib::Request& req, httplib::Response& res, const std::string& method);
   void serve_watch(const Request& r, const httplib::Request& req, httplib::Response& res);
   void serve_log(const Request& r, const httplib::Request& req, httplib::Response& res);
+  // pods/proxy: `id` is "[scheme:]name[:port]", `rest` the path after /proxy ("" or "/...").
+  void serve_proxy(const std::string& ns, const std::string& id, const std::string& rest,
+                   const httplib::Request& req, httplib::Response& res, const std::string& method);
   void note_request(const std::string& method, const httplib::Request& req, int code);
 
   Registry registry_;

@@ -33,7 +33,7 @@ rss_mb="${FUZZ_RSS_MB:-2048}"
 openb="${KGPU_OPENB_DIR:-$root/../shared/data/openb}"
 
 all_targets=(k8s_load quantity sharing_config counters openb_trace fake_nvml_node lint doctor device_plugin_wire
-  pod_resources_wire report_prices prom_answer)
+  pod_resources_wire report_prices prom_answer exposition)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
@@ -60,6 +60,7 @@ seeds() {
     sharing_config) files=(deploy/sharing-config.yaml test/data/guide/time-slicing-config.yaml) ;;
     fake_nvml_node) files=(examples/nodes/*.yaml) ;;
     report_prices) files=(examples/prices.yaml) ;;
+    exposition) files=(test/data/fuzz/exposition/seed-*) ;;
     openb_trace)
       if [ -d "$openb" ]; then
         for f in "$openb"/*.csv; do head -n 40 "$f" >"$dir/$(basename "$f")"; done
@@ -74,7 +75,7 @@ seeds() {
 declare -A dict=([k8s_load]=yaml.dict [lint]=yaml.dict [doctor]=json.dict [sharing_config]=yaml.dict
   [fake_nvml_node]=yaml.dict [report_prices]=yaml.dict [prom_answer]=json.dict [counters]=csv.dict [openb_trace]=csv.dict [quantity]=quantity.dict)
 declare -A max_len=([doctor]=262144 [k8s_load]=65536 [lint]=65536 [quantity]=256 [device_plugin_wire]=4096
-  [pod_resources_wire]=4096)
+  [pod_resources_wire]=4096 [exposition]=65536)
 
 work="$build/fuzz"
 mkdir -p "$work"
