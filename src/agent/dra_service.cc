@@ -51,16 +51,7 @@ void DraService::refresh() {
       if (!g.uuid.empty()) gpus.emplace_back(g.index, g.uuid);
     }
   }
-  std::set<std::string> answering;
-  for (const auto& [index, uuid] : gpus) {
-    const auto p = node_.probe(index);
-    std::lock_guard lock(mu_);
-    if (health_.record_probe(uuid, index, p)) answering.insert(uuid);
-  }
-  {
-    std::lock_guard lock(mu_);
-    health_.recover(inventory_, answering);
-  }
+  health_round(health_, mu_, node_, gpus, inventory_);
   if (relayout) start_event_watcher();  // event registrations do not survive a GPU reset or MIG re-layout
 
   dra::DeviceSet set = dra::build_devices(*inv, dra::BuildOptions{opt_.sysfs_root});

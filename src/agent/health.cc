@@ -185,4 +185,16 @@ std::map<std::string, bool> HealthBook::healthy_map() const {
   return out;
 }
 
+void health_round(HealthBook& book, std::mutex& mu, gpu::NodeGpus& node,
+                  const std::vector<std::pair<unsigned, std::string>>& gpus, const gpu::Inventory& inventory) {
+  std::set<std::string> answering;
+  for (const auto& [index, uuid] : gpus) {
+    const auto p = node.probe(index);
+    std::lock_guard lock(mu);
+    if (book.record_probe(uuid, index, p)) answering.insert(uuid);
+  }
+  std::lock_guard lock(mu);
+  book.recover(inventory, answering);
+}
+
 }  // namespace kgpu::agent

@@ -23,8 +23,10 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -106,5 +108,11 @@ class HealthBook {
   std::map<std::string, HealthState> states_;
   uint64_t unhealthy_transitions_ = 0, recoveries_ = 0;
 };
+
+// One health round of an owner that guards `book` and `inventory` with `mu`: each GPU of `gpus`
+// (index, UUID) probed through `node` without holding `mu` (a probe may block in the driver), each
+// answer recorded and then the recovery rule applied, under `mu`.
+void health_round(HealthBook& book, std::mutex& mu, gpu::NodeGpus& node,
+                  const std::vector<std::pair<unsigned, std::string>>& gpus, const gpu::Inventory& inventory);
 
 }  // namespace kgpu::agent

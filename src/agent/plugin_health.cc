@@ -81,16 +81,7 @@ void DevicePluginManager::check_health() {
     std::lock_guard lock(mu_);
     for (const auto& g : inventory_.gpus) gpus.emplace_back(g.index, g.uuid);
   }
-  std::set<std::string> answering;
-  for (const auto& [index, uuid] : gpus) {
-    const auto p = node_.probe(index);
-    std::lock_guard lock(mu_);
-    if (health_.record_probe(uuid, index, p)) answering.insert(uuid);
-  }
-  {
-    std::lock_guard lock(mu_);
-    health_.recover(inventory_, answering);
-  }
+  health_round(health_, mu_, node_, gpus, inventory_);
   // Host facts change under us: the UVM device nodes appear on first use, a driver upgrade renames
   // the libraries. Rewrite the CDI spec when they do.
   {
@@ -135,7 +126,8 @@ void DevicePluginManager::check_health() {
   if (!plan) {
     std::lock_guard lock(mu_);
     last_reload_error_ = plan.error().message;
-    log::error(fmt::format("the new GPU layout cannot be advertised: {}; keeping the previous plan", plan.error().message));
+    log::error(
+        fmt::format("the new GPU layout cannot be advertised: {}; keeping the previous plan", plan.error().message));
     return;
   }
   set_invalid_layout(invalid_layout);

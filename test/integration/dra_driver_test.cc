@@ -13,6 +13,7 @@
 #include "../peers/kubelet_dra_peer.h"
 #include "../peers/kubelet_peer.h"
 #include "agent_fixture.h"
+#include "dra_claims.h"
 #include "dra/plugin.h"
 #include "standin.h"
 #include "test_env.h"
@@ -261,17 +262,7 @@ TEST_P(DraDriverTest, PerClaimErrors) {
 
 TEST_P(DraDriverTest, MpsConfigPutsLimitsInTheClaimSpec) {
   const std::string v = GetParam();
-  const json config = json::array(
-      {{{"requests", json::array({"gpu"})},
-        {"opaque",
-         {{"driver", "gpu.nvidia.com"},
-          {"parameters",
-           {{"apiVersion", "resource.nvidia.com/v1beta1"},
-            {"kind", "GpuConfig"},
-            {"sharing",
-             {{"strategy", "MPS"},
-              {"mpsConfig",
-               {{"defaultActiveThreadPercentage", 50}, {"defaultPinnedDeviceMemoryLimit", "10Gi"}}}}}}}}}}});
+  const json config = kgpu::testing::mps_gpu_config(50, "10Gi");
   const std::string uid = make_claim("mps", {"gpu-5"}, config);
   auto r = kgpu::testing::dra_prepare(endpoint(), v, {{"default", uid, "mps"}});
   ASSERT_TRUE(r);

@@ -15,6 +15,7 @@
 
 #include "../peers/kubelet_dra_peer.h"
 #include "agent_fixture.h"
+#include "dra_claims.h"
 #include "standin.h"
 #include "test_env.h"
 
@@ -247,17 +248,7 @@ TEST_F(DraEndToEnd, TheGuidesClaimIsAllocatedToAMatchingDeviceAndPrepared) {
 }
 
 TEST_F(DraEndToEnd, AClaimSharedByTwoPodsWithMpsLimits) {
-  const json mps_config = json::array(
-      {{{"requests", json::array({"gpu"})},
-        {"opaque",
-         {{"driver", "gpu.nvidia.com"},
-          {"parameters",
-           {{"apiVersion", "resource.nvidia.com/v1beta1"},
-            {"kind", "GpuConfig"},
-            {"sharing",
-             {{"strategy", "MPS"},
-              {"mpsConfig",
-               {{"defaultActiveThreadPercentage", 50}, {"defaultPinnedDeviceMemoryLimit", "10Gi"}}}}}}}}}}});
+  const json mps_config = mps_gpu_config(50, "10Gi");
   const json claim = create(res::kResourceClaims, {{"metadata", {{"name", "mps-shared"}}},
                                                    {"spec", claim_spec({kGuideSelectors[0]}, mps_config)}});
   const std::string uid = claim["metadata"]["uid"];
