@@ -219,6 +219,7 @@ struct Transfer {
   int retry_after_s = -1;
   const std::function<bool(std::string_view)>* stream = nullptr;
   std::string line;  // a partial watch line
+  size_t max_body = kMaxBody;
   bool overflow = false;
   bool stopped_by_callback = false;
   const std::atomic<bool>* stop = nullptr;
@@ -235,7 +236,7 @@ size_t on_write(char* data, size_t size, size_t n, void* user) {
     t->streaming = code == 200 ? 1 : 0;
   }
   if (t->stream == nullptr || t->streaming == 0) {
-    if (t->body.size() + len > kMaxBody) {
+    if (t->body.size() + len > t->max_body) {
       t->overflow = true;
       return 0;
     }
@@ -348,7 +349,7 @@ size_t on_read(char* buffer, size_t size, size_t n, void* user) {
 
 Client::Reply Client::send_once(std::string_view method, const std::string& url, std::string_view body,
                                 std::string_view content_type, const std::function<bool(std::string_view)>* stream,
-                                const std::atomic<bool>* stop, std::chrono::milliseconds timeout) {
+                                const std::atomic<bool>* stop, std::chrono::milliseconds timeout, size_t max_body) {
   Reply reply;
   auto auth = credentials_->current();
   if (!auth) {
@@ -362,6 +363,7 @@ Client::Reply Client::send_once(std::string_view method, const std::string& url,
   CURL* c = h->curl;
   curl_easy_reset(c);
   Transfer t;
+  if (max_body > 0) t.max_body = std::min(max_body, kMaxBody);
   t.curl = c;
   t.stream = stream;
   t.stop = stop;
@@ -468,12 +470,12 @@ Client::Reply Client::send_once(std::string_view method, const std::string& url,
 }
 
 ApiResult<std::string> Client::call(std::string_view method, const std::string& url, std::string_view body,
-                                    std::string_view content_type, bool idempotent) {
+                                    std::string_view content_type, bool idempotent, size_t max_body) {
   thread_local std::mt19937 rng{std::random_device{}()};
   auto backoff = options_.initial_backoff;
   bool reauthenticated = false;
   for (int attempt = 0;; ++attempt) {
-    Reply r = send_once(method, url, body, content_type, nullptr, nullptr, config_.timeout);
+    Reply r = send_once(method, url, body, content_type, nullptr, nullptr, config_.timeout, max_body);
     if (r.code == -1) return std::unexpected(ApiError{0, "", r.transport_error});
     if (r.transport_error.empty() && r.code >= 200 && r.code < 300) return std::move(r.body);
     if (r.code == 401 && !reauthenticated && credentials_->invalidate()) {
@@ -598,8 +600,8 @@ ApiResult<void> Client::bind(std::string_view ns, std::string_view pod, std::str
   return {};
 }
 
-ApiResult<std::string> Client::get_raw(std::string_view path_and_query) {
-  return call("GET", config_.server + std::string(path_and_query), {}, {}, true);
+ApiResult<std::string> Client::get_raw(std::string_view path_and_query, size_t max_bytes) {
+  return call("GET", config_.server + std::string(path_and_query), {}, {}, true, max_bytes);
 }
 
 ApiResult<void> Client::watch(const Resource& r, std::string_view ns, const WatchOptions& o,

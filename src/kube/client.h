@@ -151,8 +151,9 @@ class Client {
   ApiResult<void> watch(const Resource& r, std::string_view ns, const WatchOptions& o,
                         const std::function<bool(WatchEvent&&)>& on_event, const std::atomic<bool>* stop = nullptr);
 
-  // A GET of any path (discovery, /version, a proxy URL); the body as text.
-  ApiResult<std::string> get_raw(std::string_view path_and_query);
+  // A GET of any path (discovery, /version, a proxy URL); the body as text. An answer longer than
+  // `max_bytes` (0: the client's limit for every answer) is cut off and an error.
+  ApiResult<std::string> get_raw(std::string_view path_and_query, size_t max_bytes = 0);
 
   // Requests sent (each try counts), for tests and metrics.
   uint64_t requests_sent() const { return requests_sent_.load(); }
@@ -169,11 +170,11 @@ class Client {
   Client(RestConfig config, ClientOptions options);
   std::string url(const Resource& r, std::string_view ns, std::string_view name, std::string_view sub) const;
   ApiResult<std::string> call(std::string_view method, const std::string& url, std::string_view body,
-                              std::string_view content_type, bool idempotent);
+                              std::string_view content_type, bool idempotent, size_t max_body = 0);
   Reply send_once(std::string_view method, const std::string& url, std::string_view body,
                   std::string_view content_type,
                   const std::function<bool(std::string_view)>* stream, const std::atomic<bool>* stop,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, size_t max_body = 0);
   void throttle();
   std::unique_ptr<Handle> acquire();
   void release(std::unique_ptr<Handle> h);
