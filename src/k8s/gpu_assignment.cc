@@ -237,6 +237,25 @@ Result<NodeGpuReport> parse_node_report(std::string_view text) {
   return r;
 }
 
+std::map<std::string, int64_t> pod_requests(const std::vector<ContainerResources>& containers) {
+  std::map<std::string, int64_t> app, init_max, sidecars;
+  for (const auto& c : containers) {
+    for (const auto& [r, n] : c.requests) {
+      if (!c.init) {
+        app[r] += n;
+      } else if (c.sidecar) {
+        sidecars[r] += n;
+      } else {
+        init_max[r] = std::max(init_max[r], n + sidecars[r]);  // beside the sidecars started before it
+      }
+    }
+  }
+  for (const auto& [r, n] : sidecars) app[r] += n;
+  std::map<std::string, int64_t> out = init_max;
+  for (const auto& [r, n] : app) out[r] = std::max(n, out[r]);
+  return out;
+}
+
 int64_t ContainerResources::request(const std::string& resource) const {
   for (const auto& [name, n] : requests)
     if (name == resource) return n;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,9 @@ struct ContainerResources {
 // The pod's containers in the order the kubelet allocates them: init containers, then containers,
 // each list in spec order.
 std::vector<ContainerResources> pod_containers(const nlohmann::json& pod);
+// The pod's effective request of each resource (Kubernetes' rule): the larger of the app
+// containers plus sidecars, and each init container plus the sidecars started before it.
+std::map<std::string, int64_t> pod_requests(const std::vector<ContainerResources>& containers);
 // metadata.annotations[key] of an object when it is a string, else nullptr.
 const std::string* object_annotation(const nlohmann::json& obj, const char* key);
 

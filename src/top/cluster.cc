@@ -104,23 +104,9 @@ PodInfo decode_pod(const json& pod) {
   p.node = str(child(pod, "spec"), "nodeName");
   p.phase = str(child(pod, "status"), "phase");
   p.containers = k8s::pod_containers(pod);
-  std::map<std::string, int64_t> app, init_max, sidecars;
-  for (const auto& c : p.containers) {
-    for (const auto& [r, n] : c.requests) {
-      if (!k8s::is_gpu_device_resource(r)) continue;
-      if (!c.init) {
-        app[r] += n;
-      } else if (c.sidecar) {
-        sidecars[r] += n;
-      } else {
-        // An init container runs beside the sidecars started before it.
-        init_max[r] = std::max(init_max[r], n + sidecars[r]);
-      }
-    }
+  for (const auto& [r, n] : k8s::pod_requests(p.containers)) {
+    if (k8s::is_gpu_device_resource(r)) p.requests[r] = n;
   }
-  for (const auto& [r, n] : sidecars) app[r] += n;
-  for (const auto& [r, n] : app) p.requests[r] = std::max(n, init_max[r]);
-  for (const auto& [r, n] : init_max) p.requests[r] = std::max(p.requests[r], n);
   // Claims: a name the pod gives (spec.resourceClaims[].resourceClaimName) or one generated from a
   // template (status.resourceClaimStatuses[].resourceClaimName).
   for (const auto* list :
@@ -327,7 +313,7 @@ NodeSource fetch_one(kube::Client& client, const Cluster& cluster, const std::st
     return out;
   }
   const std::string path = fmt::format("/api/v1/namespaces/{}/pods/{}:{}/proxy/metrics", a->ns, a->name, a->port);
-  auto body = client.get_raw(path);
+  auto body = client.get_raw(path, o.limits.max_bytes + 1);  // one byte over: parse_exposition names the limit
   if (!body) {
     out.error = fmt::format("agent pod {} unreachable: {}", out.agent, body.error().text());
     return out;
