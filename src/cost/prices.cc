@@ -87,7 +87,10 @@ Result<Prices> parse_prices(std::string_view text, const std::string& source) {
   if (!root || root.IsNull()) return p;
   if (!root.IsMap()) return fail(ErrorCode::kInvalidArgument, "{}:{}: expected a mapping", source, line_of(root));
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar()) {
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: a key must be a plain name", source, line_of(kv.first));
+    }
+    const std::string key = kv.first.Scalar();
     const YAML::Node& v = kv.second;
     if (key == "currency") {
       if (!v.IsScalar() || v.Scalar().empty() || v.Scalar().size() > 16) {
@@ -108,7 +111,11 @@ Result<Prices> parse_prices(std::string_view text, const std::string& source) {
                     line_of(v));
       }
       for (const auto& m : v) {
-        const std::string model = m.first.as<std::string>();
+        if (!m.first.IsScalar()) {
+          return fail(ErrorCode::kInvalidArgument, "{}:{}: models: a model name must be a plain name", source,
+                      line_of(m.first));
+        }
+        const std::string model = m.first.Scalar();
         if (model.empty() || model.size() > 256) {
           return fail(ErrorCode::kInvalidArgument, "{}:{}: models: a model name must have 1 to 256 characters", source,
                       line_of(m.first));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <cmath>
 #include <map>
@@ -106,7 +107,11 @@ Result<double> parse_duration(std::string_view text) {
       return fail(ErrorCode::kInvalidArgument, "duration '{}': expected numbers with units (s, m, h, d, w), e.g. 7d",
                   text);
     }
-    const double n = std::strtod(std::string(text.substr(i, j - i)).c_str(), nullptr);
+    double n = 0;
+    if (const auto [end, ec] = std::from_chars(text.data() + i, text.data() + j, n);
+        ec != std::errc() || end != text.data() + j) {
+      return fail(ErrorCode::kInvalidArgument, "duration '{}': '{}' is not a number", text, text.substr(i, j - i));
+    }
     double unit = 0;
     switch (text[j]) {
       case 's':

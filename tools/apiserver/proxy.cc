@@ -67,9 +67,13 @@ void Server::serve_proxy(const std::string& ns, const std::string& id, const std
   }
   if (port.empty()) {
     // kube-apiserver: the first port of the first container that declares one.
-    for (const auto& c : pod.body["spec"].value("containers", json::array())) {
-      const auto ports = c.value("ports", json::array());
-      if (!ports.empty() && ports[0].contains("containerPort") && ports[0]["containerPort"].is_number_integer()) {
+    const auto spec = pod.body.find("spec");
+    const json containers = spec != pod.body.end() && spec->is_object() ? spec->value("containers", json::array())
+                                                                          : json::array();
+    for (const auto& c : containers.is_array() ? containers : json::array()) {
+      const json ports = c.is_object() ? c.value("ports", json::array()) : json::array();
+      if (ports.is_array() && !ports.empty() && ports[0].is_object() && ports[0].contains("containerPort") &&
+          ports[0]["containerPort"].is_number_integer()) {
         port = std::to_string(ports[0]["containerPort"].get<int>());
         break;
       }
