@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/strings.h"
 #include "common/timestamp.h"
 #include "cost/report.h"
 
@@ -111,30 +112,7 @@ const std::vector<std::string> kStaleHead = {"POD",         "KIND",     "WORKLOA
                                              "LAST ACTIVE", "IDLE FOR", "COST SINCE"};
 
 std::string esc(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return escape(s, {{'<', "&lt;"}, {'>', "&gt;"}, {'&', "&amp;"}, {'"', "&quot;"}, {'\'', "&#39;"}});
 }
 
 std::string html_table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows,

@@ -219,7 +219,7 @@ Slice slice_rec(const json& s) {
 }
 
 bool untolerated(const Taint& t, const std::vector<Toleration>& tols) {
-  if (t.effect != "NoSchedule" && t.effect != "NoExecute") return false;
+  if (!k8s::taint_filters(t.effect)) return false;
   for (const auto& x : tols)
     if (k8s::toleration_tolerates(x.key, x.op, x.value, x.effect, t.key, t.value, t.effect)) return false;
   return true;
