@@ -1,7 +1,8 @@
 # The README's two commands:
 #   make run   - install missing Debian packages, build, run kgpu (inventory, then the metrics agent) on a
 #                simulated 8-GPU node for RUN_FOR seconds (0: until Ctrl-C)
-#   make test  - install missing Debian packages, build, run the whole test suite (plain and ASan+UBSan)
+#   make test  - install missing Debian packages, build, run the whole test suite (plain and ASan+UBSan),
+#                then print each phase's wall time and the compiler cache's hits (docs/build.md)
 # and the container image:
 #   make image - build, then the OCI image of build/'s kgpu, without a container engine
 #                ($(IMAGE_DIR)/kgpu-<version>.oci.tar; docs/image.md)
@@ -11,9 +12,9 @@ ASAN_BUILD ?= build-asan
 NODE ?= examples/nodes/dgx-h100.yaml
 RUN_FOR ?= 20
 IMAGE_DIR ?= $(BUILD)/image
-CMAKE_COMMON = -G Ninja -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+CMAKE_COMMON = -G Ninja
 
-.PHONY: setup build build-asan run test test-plain test-asan image bench fuzz clean
+.PHONY: setup build build-only build-asan build-asan-only run test test-plain test-asan image bench fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -24,10 +25,14 @@ $(BUILD)/build.ninja:
 $(ASAN_BUILD)/build.ninja:
 	cmake -S . -B $(ASAN_BUILD) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DKGPU_SANITIZE=ON
 
-build: setup $(BUILD)/build.ninja
+build: setup build-only
+
+build-only: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-build-asan: setup $(ASAN_BUILD)/build.ninja
+build-asan: setup build-asan-only
+
+build-asan-only: $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 run: build
@@ -39,7 +44,9 @@ test-plain: build
 test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test: test-plain test-asan
+# Both builds and suites, each phase timed, with the compiler cache's hits (scripts/test.sh; docs/build.md).
+test:
+	@MAKE="$(MAKE)" JOBS=$(JOBS) BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) scripts/test.sh
 
 image: build
 	scripts/build-image.sh $(BUILD) $(IMAGE_DIR)

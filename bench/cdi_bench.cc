@@ -17,6 +17,7 @@
 #include "sharing/allocate.h"
 #include "sharing/config.h"
 #include "sharing/plan.h"
+#include "../test/integration/paths.h"
 
 namespace {
 
@@ -27,7 +28,7 @@ using namespace kgpu;
 std::string make_root() {
   char tmpl[] = "/tmp/kgpu-cdi-bench-XXXXXX";
   const std::string root = ::mkdtemp(tmpl);
-  std::ifstream in(KGPU_SOURCE_DIR "/test/data/driver-root/nvidia-560.35.03-frugalware.files");
+  std::ifstream in(KGPU_SOURCE_DIR + "/test/data/driver-root/nvidia-560.35.03-frugalware.files");
   std::map<std::string, std::map<std::string, std::vector<std::string>>> groups;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] != '/') continue;

@@ -6,11 +6,12 @@
 
 #include "gpu/dcgm/profiler.h"
 #include "gpu/node.h"
+#include "../test/integration/paths.h"
 
 namespace {
 
 std::unique_ptr<kgpu::gpu::NodeGpus> open_node() {
-  setenv("KGPU_FAKE_NVML_CONFIG", KGPU_SOURCE_DIR "/examples/nodes/dgx-h100.yaml", 1);
+  setenv("KGPU_FAKE_NVML_CONFIG", (KGPU_SOURCE_DIR + "/examples/nodes/dgx-h100.yaml").c_str(), 1);
   auto node = kgpu::gpu::NodeGpus::open(KGPU_FAKE_NVML);
   if (!node) {
     fprintf(stderr, "%s\n", node.error().message.c_str());
@@ -73,7 +74,8 @@ void BM_DcgmProfilingRead(benchmark::State& state) {
   for (auto _ : state) {
     auto r = p.read();
     values = 0;
-    for (const auto& [uuid, fields] : r) values += fields.size();
+    for (const auto& [uuid, fields] : r.gpus) values += fields.size();
+    for (const auto& [key, fields] : r.instances) values += fields.size();
     benchmark::DoNotOptimize(r);
   }
   state.counters["values"] = static_cast<double>(values);

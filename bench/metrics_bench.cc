@@ -10,11 +10,12 @@
 
 #include "gpu/node.h"
 #include "metrics/sampler.h"
+#include "../test/integration/paths.h"
 
 namespace {
 
 std::unique_ptr<kgpu::gpu::NodeGpus> open_node() {
-  setenv("KGPU_FAKE_NVML_CONFIG", KGPU_SOURCE_DIR "/examples/nodes/dgx-h100.yaml", 1);
+  setenv("KGPU_FAKE_NVML_CONFIG", (KGPU_SOURCE_DIR + "/examples/nodes/dgx-h100.yaml").c_str(), 1);
   auto node = kgpu::gpu::NodeGpus::open(KGPU_FAKE_NVML);
   if (!node) {
     fprintf(stderr, "%s\n", node.error().message.c_str());
@@ -38,7 +39,7 @@ void BM_SampleDefaultCounters(benchmark::State& state) { run(state, kgpu::metric
 BENCHMARK(BM_SampleDefaultCounters)->Unit(benchmark::kMicrosecond);
 
 void BM_SampleExporterFields(benchmark::State& state) {
-  std::ifstream in(KGPU_SOURCE_DIR "/test/data/counters/exporter-fields.csv");
+  std::ifstream in(KGPU_SOURCE_DIR + "/test/data/counters/exporter-fields.csv");
   std::stringstream text;
   text << in.rdbuf();
   auto set = kgpu::metrics::parse_counters(text.str(), "exporter-fields.csv");

@@ -1,15 +1,16 @@
-# kgpu_add_test(NAME SOURCES... [LIBS ...]): one GoogleTest executable registered with CTest,
-# one CTest test per test case. Tests find the fake NVML, the kgpu binary and the source tree
-# through the compile definitions KGPU_FAKE_NVML, KGPU_BINARY and KGPU_SOURCE_DIR.
+# kgpu_add_test(NAME AREA area... SOURCES... [LIBS ...]): one GoogleTest executable registered with
+# CTest, one CTest test per test case, labelled with its areas (`ctest -L scheduler` runs one area).
+# Tests find the fake NVML, the kgpu binary and the source tree through test/integration/paths.h
+# (kgpu_test_support), never through compile definitions, so their objects do not depend on where
+# the checkout is.
 function(kgpu_add_test name)
-  cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "" "AREA;SOURCES;LIBS" ${ARGN})
+  if(NOT T_AREA)
+    message(FATAL_ERROR "kgpu_add_test(${name}): AREA is required (the ctest label of the test's area)")
+  endif()
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
-  target_compile_definitions(${name} PRIVATE
-    KGPU_FAKE_NVML="$<TARGET_FILE:fake-nvml>"
-    KGPU_BINARY="$<TARGET_FILE:kgpu>"
-    KGPU_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  target_link_libraries(${name} PRIVATE ${T_LIBS} kgpu_test_support GTest::gtest GTest::gmock GTest::gtest_main)
   add_dependencies(${name} fake-nvml kgpu)
   include(GoogleTest)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS "${T_AREA}")
 endfunction()

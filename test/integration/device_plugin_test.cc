@@ -90,7 +90,7 @@ TEST(DevicePlugin, ExclusiveGpusRegisterListAndAllocateWithCdi) {
   EXPECT_EQ(spec["devices"].size(), 16u);  // 8 GPUs, by UUID and by index
   EXPECT_EQ(spec["devices"][0]["name"], list[0].id);
   EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"], dev.path().string() + "/dev/nvidia0");
-  const auto valid = run_command("/usr/bin/python3 " KGPU_SOURCE_DIR "/test/data/cdi/validate.py " +
+  const auto valid = run_command("/usr/bin/python3 " + KGPU_SOURCE_DIR + "/test/data/cdi/validate.py " +
                                  (agent.dir().path() / "cdi" / "k8s.device-plugin.nvidia.com-gpu.json").string());
   EXPECT_EQ(valid.status, 0) << valid.text;
 
@@ -119,7 +119,7 @@ TEST(DevicePlugin, CdiSpecKeepsTheLastGoodOneWhenADeviceNodeIsMissing) {
   })) << agent.log();
   EXPECT_EQ(slurp(path), good) << "the last good spec must stay in place";
   EXPECT_THAT(agent.log(), HasSubstr("has no device node (" + dev.path().string() + "/dev/nvidia2)"));
-  const auto valid = run_command("/usr/bin/python3 " KGPU_SOURCE_DIR "/test/data/cdi/validate.py " + path.string());
+  const auto valid = run_command("/usr/bin/python3 " + KGPU_SOURCE_DIR + "/test/data/cdi/validate.py " + path.string());
   EXPECT_EQ(valid.status, 0) << valid.text;
 
   // The node is back (the driver finished loading): written again within a health round.
@@ -160,7 +160,7 @@ TEST(DevicePlugin, GdsMofedGdrcopyAndImexChannelsReachTheContainer) {
     ASSERT_TRUE(std::filesystem::exists(f)) << cls << "\n" << agent.log();
     files += " " + f.string();
   }
-  const auto valid = run_command("/usr/bin/python3 " KGPU_SOURCE_DIR "/test/data/cdi/validate.py" + files);
+  const auto valid = run_command("/usr/bin/python3 " + KGPU_SOURCE_DIR + "/test/data/cdi/validate.py" + files);
   EXPECT_EQ(valid.status, 0) << valid.text;
   const auto mofed = nlohmann::json::parse(slurp(agent.dir().path() / "cdi" / "k8s.device-plugin.nvidia.com-mofed.json"));
   EXPECT_EQ(mofed["devices"][0]["containerEdits"]["deviceNodes"].size(), 2u);

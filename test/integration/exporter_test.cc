@@ -553,7 +553,7 @@ TEST(ExporterCountersFiles, DcgmExporterFilesRunThroughTheAgent) {
     peer.start();
     kgpu::testing::PluginAgent agent(
         node_yaml(), "",
-        {"-f", std::string(KGPU_SOURCE_DIR "/test/data/counters/") + c.file, "-c", "200", "--pod-resources-socket",
+        {"-f", std::string(KGPU_SOURCE_DIR + "/test/data/counters/") + c.file, "-c", "200", "--pod-resources-socket",
          peer.socket_path(), "--pod-resources-interval", "200", "--device-plugin", "false", "--proc-root",
          (dir.path() / "proc").string(), "--container-log-dir", (dir.path() / "containers").string(), "--pod-log-dir",
          (dir.path() / "pods").string()},

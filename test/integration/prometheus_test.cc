@@ -54,7 +54,7 @@ class PrometheusTest : public ::testing::Test {
     const auto config =
         dir_.write("prometheus.yml",
                    "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-                   "rule_files: ['" KGPU_SOURCE_DIR
+                   "rule_files: ['" + KGPU_SOURCE_DIR +
                    "/deploy/rules/gpu-alerts.rules.yaml']\n"
                    "scrape_configs:\n"
                    "  - job_name: kgpu-agent\n"
@@ -152,7 +152,7 @@ TEST_F(PrometheusTest, GuideQueriesReturnPerPodNumbers) {
   EXPECT_EQ(idle.size(), 4u) << idle.dump();  // GPU 0's series, GPU 1's and its two containers'
 
   // Dashboard 12239's queries and ours evaluate.
-  std::ifstream dash(KGPU_SOURCE_DIR "/deploy/grafana-dashboard.json");
+  std::ifstream dash(KGPU_SOURCE_DIR + "/deploy/grafana-dashboard.json");
   auto d = json::parse(dash);
   for (const auto& p : d["panels"]) {
     for (const auto& t : p["targets"]) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu/node.h"
+#include "paths.h"
 
 namespace kgpu::testing {
 

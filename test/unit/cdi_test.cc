@@ -17,6 +17,7 @@
 #include "sharing/allocate.h"
 #include "sharing/config.h"
 #include "sharing/plan.h"
+#include "../integration/paths.h"
 
 namespace kgpu::sharing {
 namespace {
@@ -47,7 +48,7 @@ class TempTree {
 
 // The listing's paths (comments and blank lines skipped).
 std::vector<std::string> listing() {
-  std::ifstream in(KGPU_SOURCE_DIR "/test/data/driver-root/nvidia-560.35.03-frugalware.files");
+  std::ifstream in(KGPU_SOURCE_DIR + "/test/data/driver-root/nvidia-560.35.03-frugalware.files");
   std::vector<std::string> out;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line[0] == '/') out.push_back(line);
@@ -95,7 +96,7 @@ std::pair<int, std::string> validate(const std::string& text) {
   const std::string file = t.path() + "/spec.json", out = t.path() + "/out.txt";
   std::ofstream(file) << text;
   const std::string cmd =
-      "/usr/bin/python3 " KGPU_SOURCE_DIR "/test/data/cdi/validate.py " + file + " > " + out + " 2>&1";
+      "/usr/bin/python3 " + KGPU_SOURCE_DIR + "/test/data/cdi/validate.py " + file + " > " + out + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream in(out);
   std::stringstream s;

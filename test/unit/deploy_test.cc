@@ -9,12 +9,13 @@
 #include "agent/plugin_manager.h"
 #include "kubelet/device_plugin.h"
 #include "sharing/config.h"
+#include "../integration/paths.h"
 
 namespace {
 
 TEST(Deploy, PrometheusRuleMatchesTheTestedRulesFile) {
-  const auto rules = YAML::LoadFile(KGPU_SOURCE_DIR "/deploy/rules/gpu-alerts.rules.yaml");
-  const auto crd = YAML::LoadFile(KGPU_SOURCE_DIR "/deploy/prometheus-rule.yaml");
+  const auto rules = YAML::LoadFile(KGPU_SOURCE_DIR + "/deploy/rules/gpu-alerts.rules.yaml");
+  const auto crd = YAML::LoadFile(KGPU_SOURCE_DIR + "/deploy/prometheus-rule.yaml");
   EXPECT_EQ(crd["kind"].as<std::string>(), "PrometheusRule");
   EXPECT_EQ(crd["metadata"]["name"].as<std::string>(), "kgpu-gpu-alerts");
   YAML::Emitter a, b;
@@ -24,8 +25,8 @@ TEST(Deploy, PrometheusRuleMatchesTheTestedRulesFile) {
 }
 
 TEST(Deploy, ServiceMonitorSelectsTheService) {
-  const auto svc = YAML::LoadFile(KGPU_SOURCE_DIR "/deploy/service.yaml");
-  const auto sm = YAML::LoadFile(KGPU_SOURCE_DIR "/deploy/servicemonitor.yaml");
+  const auto svc = YAML::LoadFile(KGPU_SOURCE_DIR + "/deploy/service.yaml");
+  const auto sm = YAML::LoadFile(KGPU_SOURCE_DIR + "/deploy/servicemonitor.yaml");
   EXPECT_EQ(sm["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"].as<std::string>(),
             svc["metadata"]["labels"]["app.kubernetes.io/name"].as<std::string>());
   EXPECT_EQ(sm["spec"]["endpoints"][0]["port"].as<std::string>(), svc["spec"]["ports"][0]["name"].as<std::string>());
@@ -35,7 +36,7 @@ TEST(Deploy, ServiceMonitorSelectsTheService) {
 // The DaemonSet mounts every directory the agent uses with its default flags, so the defaults are
 // what a deployment runs with.
 TEST(Deploy, DaemonSetMountsWhatTheAgentDefaultsUse) {
-  const auto docs = YAML::LoadAllFromFile(KGPU_SOURCE_DIR "/deploy/daemonset.yaml");
+  const auto docs = YAML::LoadAllFromFile(KGPU_SOURCE_DIR + "/deploy/daemonset.yaml");
   YAML::Node ds;
   for (const auto& d : docs) {
     if (d["kind"].as<std::string>() == "DaemonSet") ds = d;
@@ -64,7 +65,7 @@ TEST(Deploy, DaemonSetMountsWhatTheAgentDefaultsUse) {
 }
 
 TEST(Deploy, EveryNamedSharingConfigIsValid) {
-  const auto docs = YAML::LoadAllFromFile(KGPU_SOURCE_DIR "/deploy/sharing-config.yaml");
+  const auto docs = YAML::LoadAllFromFile(KGPU_SOURCE_DIR + "/deploy/sharing-config.yaml");
   YAML::Node cm;
   for (const auto& d : docs) {
     if (d && d["kind"] && d["kind"].as<std::string>() == "ConfigMap") cm = d;

@@ -20,6 +20,7 @@
 #include "doctor/diagnose.h"
 #include "doctor/snapshot.h"
 #include "lint/lint.h"
+#include "../integration/paths.h"
 
 namespace kgpu::doctor {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "gpu/nvml/abi.h"
 #include "state.h"
+#include "../integration/paths.h"
 
 namespace kgpu::fake {
 namespace {

@@ -10,6 +10,7 @@
 
 #include "k8s/document.h"
 #include "k8s/objects.h"
+#include "../integration/paths.h"
 
 namespace kgpu::k8s {
 

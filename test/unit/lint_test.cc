@@ -5,6 +5,7 @@
 
 #include "doctor/diagnose.h"
 #include "lint/rules.h"
+#include "../integration/paths.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -657,7 +658,7 @@ CliRun run_kgpu(const std::string& args, const std::string& input = "") {
   std::string path;
   if (!input.empty()) {
     // One file per call: ctest runs test cases as parallel processes that share TempDir().
-    path = testing::TempDir() + "lint_stdin.XXXXXX";
+    path = ::testing::TempDir() + "lint_stdin.XXXXXX";
     const int fd = mkstemp(path.data());
     if (fd < 0) return {};
     ::close(fd);

@@ -8,6 +8,7 @@
 #include "metrics/exposition.h"
 #include "metrics/frame.h"
 #include "metrics/sampler.h"
+#include "../integration/paths.h"
 
 namespace kgpu::metrics {
 namespace {
@@ -147,7 +148,7 @@ TEST(Render, SharedGpuContainersAllocationsAndXids) {
 }
 
 std::string data_file(const std::string& name) {
-  std::ifstream in(std::string(KGPU_SOURCE_DIR "/test/data/counters/") + name);
+  std::ifstream in(std::string(KGPU_SOURCE_DIR + "/test/data/counters/") + name);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();

@@ -8,6 +8,7 @@
 
 #include "sim/simulator.h"
 #include "sim/trace.h"
+#include "../integration/paths.h"
 
 namespace kgpu::sim {
 namespace {
