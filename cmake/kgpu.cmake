@@ -12,5 +12,10 @@ function(kgpu_add_test name)
   target_link_libraries(${name} PRIVATE ${T_LIBS} kgpu_test_support GTest::gtest GTest::gmock GTest::gtest_main)
   add_dependencies(${name} fake-nvml kgpu)
   include(GoogleTest)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS "${T_AREA}")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+  # The area labels: gtest_discover_tests() splits a list value of PROPERTIES, so they are set by a
+  # CTest include file of our own, read after the discovered tests (listed in ${name}_TESTS).
+  set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+  file(WRITE ${labels_file} "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${T_AREA}\")\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
 endfunction()
