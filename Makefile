@@ -60,6 +60,7 @@ bench: build
 	$(BUILD)/bench/agent_load 20 2000
 	$(BUILD)/bench/device_plugin_bench
 	bench/http_overload.py $(BUILD)
+	bench/extender_hostile.py $(BUILD)
 	bench/config_memory.sh $(BUILD)
 	$(BUILD)/bench/informer_bench 5000 100000 20000
 

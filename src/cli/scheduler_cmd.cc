@@ -65,9 +65,22 @@ CLI::App* add_scheduler_command(CLI::App& app) {
                   "Allocate the DRA ResourceClaims of the pods kgpu places (watches resourceslices, deviceclasses, "
                   "resourceclaims)")
       ->capture_default_str();
-  cmd->add_option("--threads", f.serve.threads, "HTTP worker threads")
+  cmd->add_option("--threads", f.serve.threads, "HTTP worker threads (the verbs, /metrics)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_option("--max-queued", f.serve.max_queued,
+                  "Requests that may wait for a busy worker; beyond, 503 with Retry-After at once")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", f.serve.max_connections,
+                  "Open connections served; a request on one beyond is answered 503 and closed")
+      ->check(CLI::Range(16, 1000000))
+      ->capture_default_str();
+  cmd->add_option_function<int>(
+         "--idle-timeout", [&f](int s) { f.serve.idle_timeout = std::chrono::seconds(s); },
+         "Seconds a connection may stay silent (also within a request's headers or body) before it is closed")
+      ->check(CLI::Range(1, 3600))
+      ->default_str("30");
   cmd->add_option("--log-level", f.log_level, "Lowest level logged: debug, info, warn or error")
       ->envname("KGPU_LOG_LEVEL")
       ->capture_default_str();

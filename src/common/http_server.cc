@@ -4,6 +4,7 @@
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -14,13 +15,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 
 #include "common/base64.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/web_config.h"
 
@@ -30,6 +37,21 @@ namespace {
 
 // Connections accepted past the limit, only to be answered 503 and closed.
 constexpr unsigned kReserve = 64;
+
+// After a request body this large is released, the heap's free memory goes back to the system.
+constexpr size_t kTrimAfterBytes = 1u << 20;
+
+// One request from its headers to its completion. Owned by libmicrohttpd's per-request context
+// pointer: made when the headers are in, deleted by Impl::on_completed. While a worker runs its
+// handler the connection is suspended and only that worker touches it.
+struct Pending {
+  std::string method, path, tail;
+  const HttpServer::RequestHandler* handler = nullptr;  // null: a route() page
+  std::string body;
+  bool refused = false;  // the body outgrew the limit: discarded, answered 413 at its end
+  std::atomic<bool> done{false};  // the worker's response is ready
+  HttpResponse response;
+};
 
 void release_body(void* cls) { delete static_cast<std::shared_ptr<const std::string>*>(cls); }
 
@@ -183,7 +205,10 @@ int verify_client(gnutls_session_t session) {
   return 0;
 }
 
-MHD_Result queue(MHD_Connection* c, const HttpResponse& r, bool close = false, const WebState* web = nullptr) {
+// Queues `r`; `close` ends the connection after it. 503 and 429 carry Retry-After: 1 when the
+// connection closes or `retry` says so. `allow` is the Allow header of a 405.
+MHD_Result queue(MHD_Connection* c, const HttpResponse& r, bool close = false, const WebState* web = nullptr,
+                 bool retry = false, const std::string& allow = "GET, HEAD") {
   auto* keep = new std::shared_ptr<const std::string>(r.body ? r.body : std::make_shared<const std::string>());
   MHD_Response* resp = MHD_create_response_from_buffer_with_free_callback_cls(
       (*keep)->size(), const_cast<char*>((*keep)->data()), &release_body, keep);
@@ -192,8 +217,8 @@ MHD_Result queue(MHD_Connection* c, const HttpResponse& r, bool close = false, c
     return MHD_NO;
   }
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
-  if (r.status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-  if ((r.status == MHD_HTTP_SERVICE_UNAVAILABLE || r.status == MHD_HTTP_TOO_MANY_REQUESTS) && close) {
+  if (r.status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow.c_str());
+  if ((r.status == MHD_HTTP_SERVICE_UNAVAILABLE || r.status == MHD_HTTP_TOO_MANY_REQUESTS) && (close || retry)) {
     MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   }
   if (r.status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic");
@@ -206,8 +231,11 @@ MHD_Result queue(MHD_Connection* c, const HttpResponse& r, bool close = false, c
   return q;
 }
 
-// The server's own answers (401, 404, 405, 413, 429, 503; anything else reads as an internal
-// error). Bodies are built once and shared by every response.
+// The server's own answers (401, 404, 405, 413, 429, 503, and the three below; anything else reads
+// as an internal error). Bodies are built once and shared by every response.
+constexpr int kSaturated = -503;         // 503: the workers' queue is full
+constexpr int kBodyTooLarge = -413;      // 413: a body beyond max_body_bytes for a route taking one
+constexpr int kMethodNotAllowed = -405;  // 405 where handle() routes exist
 HttpResponse plain(int status) {
   static const auto unauthorized = std::make_shared<const std::string>("Unauthorized\n");
   static const auto too_many = std::make_shared<const std::string>("Too Many Requests\n");
@@ -215,7 +243,14 @@ HttpResponse plain(int status) {
   static const auto bad_method = std::make_shared<const std::string>("only GET and HEAD are served\n");
   static const auto too_large = std::make_shared<const std::string>("request bodies are not accepted\n");
   static const auto busy = std::make_shared<const std::string>("too many connections; try again\n");
+  static const auto saturated = std::make_shared<const std::string>("every worker is busy; try again\n");
+  static const auto body_too_large = std::make_shared<const std::string>("request body too large\n");
+  static const auto method = std::make_shared<const std::string>("method not allowed\n");
   static const auto internal = std::make_shared<const std::string>("internal error\n");
+  // Codes only this server answers with, told apart from the agent's by a distinct value.
+  if (status == kSaturated) return {503, "text/plain; charset=utf-8", saturated};
+  if (status == kBodyTooLarge) return {413, "text/plain; charset=utf-8", body_too_large};
+  if (status == kMethodNotAllowed) return {405, "text/plain; charset=utf-8", method};
   const auto& body = status == 401   ? unauthorized
                      : status == 429 ? too_many
                      : status == 404 ? not_found
@@ -250,7 +285,103 @@ std::optional<std::pair<std::string, std::string>> basic_credentials(const char*
 struct HttpServer::Impl {
   HttpServerOptions options;
   std::map<std::string, Handler, std::less<>> routes;
+  struct Route {
+    std::string method, path;
+    bool prefix = false;
+    RequestHandler handler;
+  };
+  std::vector<Route> handlers;  // fixed once started
   MHD_Daemon* daemon = nullptr;
+
+  // Workers and the requests waiting for them (each one's connection suspended).
+  struct Job {
+    MHD_Connection* connection;
+    Pending* request;
+  };
+  std::vector<std::thread> workers;
+  std::mutex jobs_mu;
+  std::condition_variable jobs_cv;
+  std::deque<Job> jobs;      // guarded by jobs_mu
+  bool stopping = false;     // guarded by jobs_mu
+  std::atomic<unsigned> waiting{0};
+
+  unsigned queue_limit() const {
+    return options.max_queued > 0 ? options.max_queued : 4 * std::max(1u, options.workers);
+  }
+
+  // The handle() route for `method` and `path`: an exact path first, then the longest prefix.
+  const Route* find(std::string_view method, std::string_view path) const {
+    const Route* best = nullptr;
+    for (const auto& r : handlers) {
+      if (r.method != method) continue;
+      if (!r.prefix && r.path == path) return &r;
+      if (r.prefix && path.starts_with(r.path) && (best == nullptr || r.path.size() > best->path.size())) best = &r;
+    }
+    return best;
+  }
+
+  // The methods `path` is served for (the Allow header of a 405).
+  std::string allowed(std::string_view path) const {
+    std::vector<std::string> methods{"GET", "HEAD"};
+    for (const auto& r : handlers)
+      if ((r.prefix ? path.starts_with(r.path) : r.path == path) &&
+          std::find(methods.begin(), methods.end(), r.method) == methods.end())
+        methods.push_back(r.method);
+    std::string out;
+    for (const auto& m : methods) out += (out.empty() ? "" : ", ") + m;
+    return out;
+  }
+
+  static HttpResponse run(const RequestHandler& handler, const Pending& p) {
+    try {
+      return handler(HttpRequest{p.method, p.path, p.tail, p.body});
+    } catch (const std::exception& e) {
+      log::error("HTTP handler failed", {log::kv("path", p.path), log::kv("error", e.what())});
+      return {500, "text/plain; charset=utf-8", std::make_shared<const std::string>(std::string("internal error: ") + e.what() + "\n")};
+    }
+  }
+
+  void work() {
+    for (;;) {
+      Job job{};
+      bool answer_busy = false;
+      {
+        std::unique_lock lock(jobs_mu);
+        jobs_cv.wait(lock, [&] { return stopping || !jobs.empty(); });
+        if (jobs.empty()) return;
+        job = jobs.front();
+        jobs.pop_front();
+        waiting.fetch_sub(1, std::memory_order_relaxed);
+        answer_busy = stopping;  // shutting down: what still waits is not started
+      }
+      job.request->response = answer_busy ? plain(kSaturated) : run(*job.request->handler, *job.request);
+      job.request->done.store(true, std::memory_order_release);
+      MHD_resume_connection(job.connection);
+    }
+  }
+
+  // Runs `p`'s handler, inline or on a worker. MHD_YES with the connection suspended when queued.
+  MHD_Result dispatch(MHD_Connection* c, Pending* p, const WebState* web) {
+    if (options.workers == 0) return queue(c, run(*p->handler, *p), false, web);
+    {
+      std::lock_guard lock(jobs_mu);
+      if (stopping || jobs.size() >= queue_limit()) return queue(c, plain(kSaturated), false, web, true);
+      MHD_suspend_connection(c);
+      jobs.push_back({c, p});
+      waiting.fetch_add(1, std::memory_order_relaxed);
+    }
+    jobs_cv.notify_one();
+    return MHD_YES;
+  }
+
+  static void on_completed(void*, MHD_Connection*, void** state, MHD_RequestTerminationCode) {
+    auto* p = static_cast<Pending*>(*state);
+    *state = nullptr;
+    if (p == nullptr) return;
+    const bool large = p->body.capacity() >= kTrimAfterBytes;
+    delete p;
+    if (large) malloc_trim(0);
+  }
 
   // The web config in service and what is known of its files. Server thread only once started.
   std::shared_ptr<const WebState> web;
@@ -286,7 +417,7 @@ struct HttpServer::Impl {
     auto refused = [&](const std::string& why) {
       web_broken = true;
       if (why != logged_error) {
-        log::error(why + "; keeping the last good web config", {log::kv("file", options.web_config_file)});
+        log::error(why + "; keeping the last good web config", {log::kv("file", config_source())});
         logged_error = why;
         set_status([&](WebConfigStatus& s) {
           ++s.failures;
@@ -294,17 +425,45 @@ struct HttpServer::Impl {
         });
       }
     };
-    auto loaded = load_web_config(options.web_config_file);
+    auto loaded = load_config();
     if (!loaded) return refused(loaded.error().message);
     if (loaded->tls.has_value() != web->config.tls.has_value()) {
-      return refused(options.web_config_file +
+      return refused(config_source() +
                      ": tls_server_config: TLS cannot be switched on or off while serving; restart to change it");
     }
     auto files = loaded->files;
     auto state = make_state(std::move(*loaded));
     if (!state) return refused(state.error().message);
     take(std::move(*state), stamp(files));
-    log::info("web config reloaded", {log::kv("file", options.web_config_file)});
+    log::info("web config reloaded", {log::kv("file", config_source())});
+  }
+
+  // The web config file, or the TLS pair standing in for one.
+  std::string config_source() const {
+    return !options.web_config_file.empty() ? options.web_config_file : options.tls_cert_file;
+  }
+  bool configured() const { return !options.web_config_file.empty() || !options.tls_cert_file.empty() || !options.tls_key_file.empty(); }
+
+  // The web config file, or a config of TLS alone from the certificate and key files (watched as
+  // the file's are, so a renewed certificate is served without a restart).
+  Result<WebConfig> load_config() const {
+    if (!options.web_config_file.empty()) return load_web_config(options.web_config_file);
+    if (options.tls_cert_file.empty() || options.tls_key_file.empty())
+      return fail(ErrorCode::kInvalidArgument, "TLS needs both a certificate file and a key file (given: \"{}\", \"{}\")",
+                  options.tls_cert_file, options.tls_key_file);
+    WebConfigLimits limits;
+    WebConfig config;
+    config.path = options.tls_cert_file;
+    WebTlsConfig tls;
+    auto cert = read_file_limited(options.tls_cert_file, limits.max_file_bytes);
+    if (!cert) return fail(ErrorCode::kInvalidArgument, "TLS certificate {}: {}", options.tls_cert_file, cert.error().message);
+    auto key = read_file_limited(options.tls_key_file, limits.max_file_bytes);
+    if (!key) return fail(ErrorCode::kInvalidArgument, "TLS key {}: {}", options.tls_key_file, key.error().message);
+    tls.cert_pem = std::move(*cert);
+    tls.key_pem = std::move(*key);
+    config.tls = std::move(tls);
+    config.files = {options.tls_cert_file, options.tls_key_file};
+    return config;
   }
 
   void take(std::shared_ptr<const WebState> state, std::vector<FileStamp> stamps) {
@@ -411,13 +570,15 @@ struct HttpServer::Impl {
   }
 
   static MHD_Result on_request(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
-                               const char*, size_t* upload_size, void** state) {
+                               const char* upload_data, size_t* upload_size, void** state) {
     auto* self = static_cast<Impl*>(cls);
     const std::string_view m(method);
     const WebState* web = self->web.get();
-    if (*state == nullptr) {
+    auto* p = static_cast<Pending*>(*state);
+    if (p == nullptr) {
       // Headers are in; decide before any body is read.
-      *state = self;
+      p = new Pending;  // deleted by on_completed
+      *state = p;
       if (self->over_limit()) return queue(c, plain(503), true);
       self->maybe_reload();
       web = self->web.get();
@@ -432,18 +593,52 @@ struct HttpServer::Impl {
             return queue(c, plain(429), true, web);
         }
       }
-      if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD) return queue(c, plain(405), true, web);
+      const std::string_view path(url);
+      const Route* route = self->find(m, path);
+      const bool page = m == MHD_HTTP_METHOD_GET || m == MHD_HTTP_METHOD_HEAD;
+      if (route == nullptr && !page) {
+        if (self->handlers.empty()) return queue(c, plain(405), true, web);
+        return queue(c, plain(kMethodNotAllowed), true, web, false, self->allowed(path));
+      }
       const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
       const char* chunked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
       if ((length != nullptr && std::string_view(length) != "0") || chunked != nullptr) {
-        return queue(c, plain(413), true, web);
+        const size_t limit = self->options.max_body_bytes;
+        if (route == nullptr || limit == 0) return queue(c, plain(413), true, web);
+        if (length != nullptr) {
+          const std::string_view text(length);
+          size_t n = 0;
+          const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+          if (ec != std::errc() || end != text.data() + text.size() || n > limit)
+            return queue(c, plain(kBodyTooLarge), true, web);
+          p->body.reserve(n);  // one allocation, released whole with the request
+        }
+      }
+      p->method = m;
+      p->path = path;
+      if (route != nullptr) {
+        p->handler = &route->handler;
+        if (route->prefix) p->tail = path.substr(route->path.size());
       }
       return MHD_YES;
     }
+    if (p->done.load(std::memory_order_acquire)) return queue(c, p->response, false, web);  // back from a worker
     if (*upload_size != 0) {
-      *upload_size = 0;  // unreachable for accepted requests (no body); discard defensively
+      const size_t n = *upload_size;
+      *upload_size = 0;
+      if (p->refused) return MHD_YES;  // the rest of a refused body, discarded as it arrives
+      if (p->handler == nullptr || p->body.size() + n > self->options.max_body_bytes) {
+        // Read to its end before answering: closing on unread data would reset the connection
+        // and lose the answer. The idle timeout still ends a body that never ends.
+        p->refused = true;
+        p->body = std::string();
+        return MHD_YES;
+      }
+      p->body.append(upload_data, n);
       return MHD_YES;
     }
+    if (p->refused) return queue(c, plain(p->handler == nullptr ? 413 : kBodyTooLarge), true, web);
+    if (p->handler != nullptr) return self->dispatch(c, p, web);
     auto it = self->routes.find(std::string_view(url));
     if (it == self->routes.end()) return queue(c, plain(404), false, web);
     try {
@@ -462,16 +657,20 @@ HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::route(std::string path, Handler handler) { impl_->routes[std::move(path)] = std::move(handler); }
 
+void HttpServer::handle(std::string method, std::string path, RequestHandler handler, bool prefix) {
+  impl_->handlers.push_back({std::move(method), std::move(path), prefix, std::move(handler)});
+}
+
 Result<int> HttpServer::start(const std::string& host, int port) {
   if (impl_->daemon != nullptr) return fail(ErrorCode::kInternal, "HTTP server already started");
   impl_->web.reset();
-  if (!impl_->options.web_config_file.empty()) {
+  if (impl_->configured()) {
     // As the toolkit: a web config that does not load at start is fatal.
-    auto config = load_web_config(impl_->options.web_config_file);
+    auto config = impl_->load_config();
     if (!config) return std::unexpected(config.error());
     if (config->tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
       return fail(ErrorCode::kNotSupported, "{}: tls_server_config: this libmicrohttpd is built without TLS",
-                  impl_->options.web_config_file);
+                  impl_->config_source());
     }
     auto files = config->files;
     auto state = make_state(std::move(*config));
@@ -479,7 +678,7 @@ Result<int> HttpServer::start(const std::string& host, int port) {
     impl_->take(std::move(*state), stamp(files));
     impl_->next_check = std::chrono::steady_clock::now() + impl_->options.web_config_check;
     const WebConfig& c = impl_->web->config;
-    log::info("web config loaded", {log::kv("file", impl_->options.web_config_file), log::kv("tls", c.tls.has_value()),
+    log::info("web config loaded", {log::kv("file", impl_->config_source()), log::kv("tls", c.tls.has_value()),
                                     log::kv("basic_auth_users", c.users.size())});
   }
   // Enough descriptors for the connection limit (containers usually allow far more already).
@@ -517,6 +716,7 @@ Result<int> HttpServer::start(const std::string& host, int port) {
                                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC;
+  if (impl_->options.workers > 0) flags |= MHD_ALLOW_SUSPEND_RESUME;
   if (a->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
   const WebState* web = impl_->web.get();
   const bool tls = web != nullptr && web->config.tls;
@@ -539,17 +739,28 @@ Result<int> HttpServer::start(const std::string& host, int port) {
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, impl_->options.max_header_bytes,
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(impl_->options.idle_timeout.count()),
       MHD_OPTION_NOTIFY_CONNECTION, &Impl::on_connection, impl_.get(),  //
+      MHD_OPTION_NOTIFY_COMPLETED, &Impl::on_completed, impl_.get(),    //
       MHD_OPTION_ARRAY, tls_options.data(),                             //
       MHD_OPTION_END);
   if (impl_->daemon == nullptr) {
     close(fd);
     return fail(ErrorCode::kUnavailable, "cannot start the HTTP server on {}:{}", host, port);
   }
+  impl_->stopping = false;
+  for (unsigned i = 0; i < impl_->options.workers; ++i) impl_->workers.emplace_back([this] { impl_->work(); });
   return bound_port;
 }
 
 void HttpServer::stop() {
   if (impl_->daemon == nullptr) return;
+  // Workers finish what runs and answer what waits (503), so no connection stays suspended.
+  {
+    std::lock_guard lock(impl_->jobs_mu);
+    impl_->stopping = true;
+  }
+  impl_->jobs_cv.notify_all();
+  for (auto& t : impl_->workers) t.join();
+  impl_->workers.clear();
   MHD_stop_daemon(impl_->daemon);  // closes the listening socket and every connection
   impl_->daemon = nullptr;
 }
@@ -558,6 +769,8 @@ WebConfigStatus HttpServer::web_config_status() const {
   std::lock_guard lock(impl_->status_mu);
   return impl_->status;
 }
+
+unsigned HttpServer::queued() const { return impl_->waiting.load(std::memory_order_relaxed); }
 
 unsigned HttpServer::connections() const {
   if (impl_->daemon == nullptr) return 0;

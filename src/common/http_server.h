@@ -1,31 +1,45 @@
-// A small HTTP/1.1 server for the agent's endpoints (/metrics, /health, /ready), on libmicrohttpd.
+// A small HTTP/1.1 server on libmicrohttpd: the agent's endpoints (/metrics, /health, /ready) and
+// the scheduler extender's verbs (/filter, /bind, ...).
 //
 // One event-driven thread (epoll) serves every connection, so idle or slow clients cost a file
-// descriptor and a bounded buffer, never a worker: a scrape is answered while any number of
-// connections up to `max_connections` sit idle. Every request is bounded before a handler sees it:
+// descriptor and a bounded buffer, never a worker: a request is answered while any number of
+// connections up to `max_connections` sit idle or trickle bytes. Every request is bounded before a
+// handler sees it:
 //   - request line and headers together fit in `max_header_bytes`, else 431 and the connection
 //     is closed (the buffer is per connection and released with it);
-//   - request bodies are not accepted (413 for any body, 405 for methods other than GET/HEAD);
-//   - a connection idle for `idle_timeout` is closed; a request on a connection beyond
-//     `max_connections` is answered 503 (Retry-After: 1) and closed; beyond 64 more, connections
-//     are closed at accept.
+//   - a request body is accepted only by a route registered with handle() and only up to
+//     `max_body_bytes` (413 and close beyond, from Content-Length before any byte is read, or while
+//     a chunked body arrives); GET and HEAD routes take no body (413); an unregistered method is 405;
+//   - a connection idle for `idle_timeout` (no byte in either direction, also within a request's
+//     headers or body) is closed; a request on a connection beyond `max_connections` is answered
+//     503 (Retry-After: 1) and closed; beyond 64 more, connections are closed at accept.
+// A request body is released when its response has been sent; after one larger than 1 MiB the
+// heap's free memory goes back to the system (malloc_trim), so a large request leaves no RSS behind.
 // Responses go out in one write where the socket allows it, with TCP_NODELAY set, so a kept-alive
-// scrape never waits on the client's delayed ACK.
+// client never waits on its delayed ACK.
+//
+// With `workers` = 0, handlers run on the server's thread one at a time and must be quick (copy a
+// prepared page, never call NVML or the kubelet). With `workers` > 0, handle() routes run on that
+// many threads of their own while the server's thread goes on serving; at most `max_queued`
+// requests wait for a worker, and a request beyond that is answered 503 (Retry-After: 1) at once
+// instead of waiting. route() pages always run on the server's thread (probes stay answered while
+// every worker is busy).
 //
 // With a web config file (common/web_config.h, the Prometheus exporter-toolkit format) the server
 // also speaks TLS (GnuTLS through libmicrohttpd), asks for and verifies client certificates, checks
 // basic-auth users (401 with `WWW-Authenticate: Basic` otherwise), adds the configured headers and
-// answers 429 beyond the rate limit. The file and the files it names are checked for changes at
-// most every `web_config_check` (on a new connection or request): a changed file is loaded and
-// applies to the next handshake and request; a bad one is logged once (naming file, line and field)
-// and the last good config keeps serving. TLS itself cannot be switched on or off while serving.
+// answers 429 beyond the rate limit. `tls_cert_file`/`tls_key_file` without a web config serve TLS
+// with that pair alone. The file and the files it names are checked for changes at most every
+// `web_config_check` (on a new connection or request): a changed file is loaded and applies to the
+// next handshake and request; a bad one is logged once (naming file, line and field) and the last
+// good config keeps serving. TLS itself cannot be switched on or off while serving.
 // A bcrypt check runs on the server's thread; answers are cached per user, hash and password, and
 // at most `password_checks_per_second` uncached checks run a second (beyond: 429 with
 // Retry-After: 1, no check), so a flood of made-up passwords cannot hold the thread.
 //
-// Threads: handlers run on the server's thread, one at a time; they must be quick (copy a
-// prepared page, never call NVML or the kubelet). start()/stop() from one thread;
-// web_config_status() and connections() from any.
+// Threads: route() handlers on the server's thread; handle() handlers on the server's thread
+// (workers = 0) or on any worker, concurrently. start()/stop() from one thread; stop() waits for
+// running handlers. web_config_status(), connections() and queued() from any.
 #pragma once
 
 #include <chrono>
@@ -33,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/error.h"
 
@@ -45,11 +60,23 @@ struct HttpResponse {
   std::shared_ptr<const std::string> body;
 };
 
+// A request as a handle() route sees it. Views into the server's buffers: valid during the call.
+struct HttpRequest {
+  std::string_view method;
+  std::string_view path;  // without the query
+  std::string_view tail;  // for a prefix route: the path after the prefix; else ""
+  std::string_view body;
+};
+
 struct HttpServerOptions {
   unsigned max_connections = 2048;
   size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 0;  // 0: no request bodies (the agent's pages)
   std::chrono::seconds idle_timeout{120};
+  unsigned workers = 0;     // 0: handle() routes on the server's thread
+  unsigned max_queued = 0;  // requests waiting for a busy worker; 0: 4 per worker
   std::string web_config_file;                       // "" = plain HTTP without authentication
+  std::string tls_cert_file, tls_key_file;           // TLS without a web config (both, or neither)
   std::chrono::milliseconds web_config_check{1000};  // how often, at most, its files are looked at
   double password_checks_per_second = 4;             // uncached bcrypt checks (also the burst)
 };
@@ -64,6 +91,7 @@ struct WebConfigStatus {
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse()>;
+  using RequestHandler = std::function<HttpResponse(const HttpRequest&)>;
 
   explicit HttpServer(HttpServerOptions options = {});
   ~HttpServer();
@@ -72,6 +100,10 @@ class HttpServer {
 
   // Registers `handler` for GET and HEAD of exactly `path` (no query matching). Before start().
   void route(std::string path, Handler handler);
+  // Registers `handler` for `method` ("POST", "GET", ...) of exactly `path`, or of every path that
+  // starts with it when `prefix` (the rest in HttpRequest::tail). Runs on a worker when there are
+  // workers. An exception thrown by it is answered 500 with its text. Before start().
+  void handle(std::string method, std::string path, RequestHandler handler, bool prefix = false);
 
   // Binds host:port (port 0: one the system chooses) and starts serving. Returns the bound port.
   // Errors name the address and the system's reason, or the web config's file, line and field.
@@ -81,6 +113,8 @@ class HttpServer {
 
   // Connections open now (for the agent's own metrics and tests).
   unsigned connections() const;
+  // Requests waiting for a worker now.
+  unsigned queued() const;
   WebConfigStatus web_config_status() const;
 
  private:

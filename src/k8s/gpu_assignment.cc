@@ -1,8 +1,10 @@
 #include "k8s/gpu_assignment.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -312,6 +314,75 @@ std::vector<ContainerResources> pod_containers(const json& pod) {
     read_containers(*spec, "containers", false, out);
   }
   return out;
+}
+
+namespace {
+
+// Kubernetes' IsExtendedResourceName: fully qualified, outside kubernetes.io, not a quota name.
+bool extended_resource(std::string_view name) {
+  const size_t slash = name.find('/');
+  if (slash == std::string_view::npos || name.starts_with("requests.")) return false;
+  const std::string_view domain = name.substr(0, slash);
+  return domain != "kubernetes.io" && !domain.ends_with(".kubernetes.io");
+}
+
+// The value as a quantity, or why it is not one.
+Result<Quantity> quantity_value(const json& v) {
+  if (v.is_string()) return Quantity::parse(v.get_ref<const std::string&>());
+  if (v.is_number_float() && !std::isfinite(v.get<double>()))
+    return fail(ErrorCode::kInvalidArgument, "a number out of range is not a quantity");
+  if (v.is_number()) return Quantity::parse(v.dump());
+  return fail(ErrorCode::kInvalidArgument, "{} is not a quantity", v.is_null() ? "null" : v.type_name());
+}
+
+std::optional<std::string> container_quantity_error(const json& c, const std::string& where) {
+  const auto res = c.find("resources");
+  if (res == c.end() || !res->is_object()) return std::nullopt;
+  std::map<std::string, Quantity, std::less<>> requests, limits;
+  for (const char* part : {"requests", "limits"}) {
+    const auto m = res->find(part);
+    if (m == res->end() || !m->is_object()) continue;
+    for (const auto& [name, value] : m->items()) {
+      const std::string field = fmt::format("{}: resources.{}[{}]", where, part, name);
+      auto q = quantity_value(value);
+      if (!q) return field + ": " + q.error().message;
+      if (q->is_negative()) return fmt::format("{}: {} is negative", field, q->to_string());
+      if (extended_resource(name) && !q->is_integer())
+        return fmt::format("{}: {} is not a whole number (an extended resource is counted in whole units)", field,
+                           q->to_string());
+      (std::string_view(part) == "requests" ? requests : limits).emplace(name, *q);
+    }
+  }
+  for (const auto& [name, q] : requests) {
+    if (!extended_resource(name)) continue;
+    const auto l = limits.find(name);
+    if (l == limits.end())
+      return fmt::format("{}: resources.limits[{}]: missing; an extended resource's request needs a limit", where, name);
+    if (l->second != q)
+      return fmt::format("{}: resources.requests[{}]: {} differs from the limit {}; an extended resource cannot be "
+                         "overcommitted",
+                         where, name, q.to_string(), l->second.to_string());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> resource_quantity_error(const json& pod) {
+  if (!pod.is_object()) return std::nullopt;
+  const auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return std::nullopt;
+  for (const char* key : {"initContainers", "containers"}) {
+    const auto list = spec->find(key);
+    if (list == spec->end() || !list->is_array()) continue;
+    for (size_t i = 0; i < list->size(); ++i) {
+      const json& c = (*list)[i];
+      if (!c.is_object()) continue;
+      const std::string where = fmt::format("spec.{}[{}] ({})", key, i, text_of(c, "name"));
+      if (auto e = container_quantity_error(c, where)) return e;
+    }
+  }
+  return std::nullopt;
 }
 
 const std::string* object_annotation(const json& obj, const char* key) {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -106,6 +107,15 @@ std::vector<ContainerResources> pod_containers(const nlohmann::json& pod);
 // The pod's effective request of each resource (Kubernetes' rule): the larger of the app
 // containers plus sidecars, and each init container plus the sidecars started before it.
 std::map<std::string, int64_t> pod_requests(const std::vector<ContainerResources>& containers);
+// The first container resource value kube-apiserver would refuse, as
+// "spec.containers[0] (main): resources.limits[nvidia.com/gpu]: <why>" (init containers as
+// spec.initContainers[i]); nullopt when every value passes. The rules of Kubernetes'
+// ValidateResourceRequirements: each value is a quantity (a string or a JSON number; null,
+// "", "abc", "NaN", "+Inf" and magnitudes beyond the parser's range are not) and not negative;
+// an extended resource (a name with a domain other than kubernetes.io, e.g. nvidia.com/gpu) is
+// whole ("0.5" and "500m" are not), and its request needs a limit equal to it.
+std::optional<std::string> resource_quantity_error(const nlohmann::json& pod);
+
 // metadata.annotations[key] of an object when it is a string, else nullptr.
 const std::string* object_annotation(const nlohmann::json& obj, const char* key);
 

@@ -20,12 +20,41 @@ Result<void> within_size(std::string_view body, const char* what) {
   return {};
 }
 
+// Where and why `body` (already refused by a parser) is not JSON: "at byte N: <reason>", the reason
+// bounded so that a huge token is not echoed back. Only on the error path; a SAX pass that keeps
+// nothing, so neither size nor depth costs memory.
+std::string syntax_error(std::string_view body, std::string_view otherwise = "not a single JSON value") {
+  struct Sink : nlohmann::json_sax<json> {
+    std::string error;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+      std::string detail = e.what();
+      if (detail.size() > 240) detail = detail.substr(0, 240) + "...";
+      error = fmt::format("at byte {}: {}", position, detail);
+      return false;
+    }
+  } sink;
+  json::sax_parse(body, &sink);
+  return sink.error.empty() ? std::string(otherwise) : sink.error;
+}
+
 Result<json> parse_body(std::string_view body, const char* what) {
   if (auto ok = within_size(body, what); !ok) return std::unexpected(ok.error());
   if (!json_depth_within(body, kMaxExtenderDepth))
     return fail(ErrorCode::kInvalidArgument, "{}: JSON nested deeper than {} levels", what, kMaxExtenderDepth);
   json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) return fail(ErrorCode::kInvalidArgument, "{}: body is not JSON", what);
+  if (j.is_discarded()) return fail(ErrorCode::kInvalidArgument, "{}: body is not JSON ({})", what, syntax_error(body));
   if (!j.is_object()) return fail(ErrorCode::kInvalidArgument, "{}: body is not a JSON object", what);
   return j;
 }
@@ -103,7 +132,7 @@ Result<ExtenderArgs> parse_extender_args(std::string_view body) {
   if (const auto error = parser.parse(body.data(), body.size()).get(root); error != sj::SUCCESS) {
     if (error == sj::DEPTH_ERROR)
       return fail(ErrorCode::kInvalidArgument, "{}: JSON nested deeper than {} levels", what, kMaxExtenderDepth);
-    return fail(ErrorCode::kInvalidArgument, "{}: body is not JSON ({})", what, sj::error_message(error));
+    return fail(ErrorCode::kInvalidArgument, "{}: body is not JSON ({})", what, syntax_error(body, sj::error_message(error)));
   }
   sj::dom::object top;
   if (root.get_object().get(top) != sj::SUCCESS)
@@ -196,6 +225,11 @@ std::string encode_priorities(const std::vector<std::pair<std::string, int64_t>>
 Result<BindingArgs> parse_binding_args(std::string_view body) {
   auto j = parse_body(body, "ExtenderBindingArgs");
   if (!j) return std::unexpected(j.error());
+  for (const char* field : {"PodName", "PodNamespace", "PodUID", "Node"}) {
+    const auto v = j->find(field);
+    if (v != j->end() && !v->is_string() && !v->is_null())
+      return fail(ErrorCode::kInvalidArgument, "ExtenderBindingArgs: {}: a {}, not a string", field, v->type_name());
+  }
   BindingArgs b{str_or(*j, "PodName"), str_or(*j, "PodNamespace"), str_or(*j, "PodUID"), str_or(*j, "Node")};
   for (auto [field, value] :
        {std::pair{"PodName", &b.pod_name}, std::pair{"PodNamespace", &b.pod_namespace}, std::pair{"Node", &b.node}}) {

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/timestamp.h"
+#include "k8s/gpu_assignment.h"
 #include "k8s/objects.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -135,6 +136,16 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
   std::optional<sched::Pod> spec;
   Impl::PodInfo info = Impl::pod_info(args.pod, &spec);
   std::optional<std::pair<kube::EventTarget, std::string>> warn;
+  // A value kube-apiserver would refuse is this pod's error, never a request of 0.
+  if (auto bad = k8s::resource_quantity_error(args.pod)) {
+    d.result.error = fmt::format("kgpu scheduler: pod {}/{}: {}", info.ns, info.name, *bad);
+    auto& im = *impl_;
+    std::lock_guard lock(im.mu);
+    ++im.st.filters;
+    ++im.st.errors;
+    im.metrics.observe_filter("error", im.clock.steady_now() - started);
+    return d;
+  }
   if (ClaimAllocator::has_claims(args.pod)) {
     auto& im = *impl_;
     std::string reason;

@@ -1,12 +1,12 @@
 #include "scheduler/server.h"
 
-#include <httplib.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <random>
 #include <thread>
 
+#include "common/http_server.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "kube/client.h"
@@ -28,9 +28,25 @@ std::string default_identity() {
   return fmt::format("{}_{:08x}", host, rd());
 }
 
-void reply(httplib::Response& res, int code, const std::string& body, const char* type = "application/json") {
-  res.status = code;
-  res.set_content(body, type);
+HttpResponse reply(int code, std::string body, const char* type = "application/json") {
+  return {code, type, std::make_shared<const std::string>(std::move(body))};
+}
+
+// A verb's handler: a bug in it answers 500 with its text (kube-scheduler shows it) and is logged.
+HttpServer::RequestHandler verb(std::function<HttpResponse(const HttpRequest&)> f) {
+  return [f = std::move(f)](const HttpRequest& req) {
+    try {
+      return f(req);
+    } catch (const std::exception& e) {
+      log::error("internal error", {log::kv("path", req.path), log::kv("error", e.what())});
+      return reply(500, nlohmann::json{{"Error", std::string("kgpu scheduler: internal error: ") + e.what()}}.dump());
+    }
+  };
+}
+
+bool node_name(std::string_view s) {
+  return !s.empty() && s.size() <= 253 &&
+         std::ranges::all_of(s, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-'; });
 }
 
 }  // namespace
@@ -160,117 +176,92 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     elector_thread = std::thread([&] { elector->run(stop); });
   }
 
-  std::unique_ptr<httplib::Server> http;
-  if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {
-    auto ssl = std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(), o.tls_key_file.c_str());
-    if (!ssl->is_valid()) {
-      log::error("cannot load the TLS certificate", {log::kv("cert", o.tls_cert_file), log::kv("key", o.tls_key_file)});
-      stop = true;
-    }
-    http = std::move(ssl);
-  } else {
-    http = std::make_unique<httplib::Server>();
-  }
-  const size_t threads = std::max<size_t>(1, o.threads);
-  http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http->set_payload_max_length(kMaxExtenderBody);
-  http->set_read_timeout(std::chrono::seconds(10));
-  http->set_write_timeout(std::chrono::seconds(10));
-  http->set_keep_alive_max_count(100'000);
-  http->set_tcp_nodelay(true);
-  // A bug in a handler answers 500 with its text (kube-scheduler shows it) and is logged.
-  http->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    log::error("internal error", {log::kv("path", req.path), log::kv("error", what)});
-    reply(res, 500, nlohmann::json{{"Error", "kgpu scheduler: internal error: " + what}}.dump());
-  });
+  HttpServerOptions http_options;
+  http_options.max_body_bytes = kMaxExtenderBody;
+  http_options.workers = static_cast<unsigned>(std::max<size_t>(1, o.threads));
+  http_options.max_queued = o.max_queued;
+  http_options.max_connections = o.max_connections;
+  http_options.idle_timeout = o.idle_timeout;
+  http_options.tls_cert_file = o.tls_cert_file;
+  http_options.tls_key_file = o.tls_key_file;
+  HttpServer http(http_options);
 
   const auto ready = [&] { return leading.load() && nodes.synced() && pods.synced() && dra_synced(); };
   // Verbs are refused until this replica leads with synced caches.
-  const auto gate = [&](httplib::Response& res) {
-    if (ready()) return true;
+  const auto refused = [&]() -> std::optional<HttpResponse> {
+    if (ready()) return std::nullopt;
     const std::string leader = elector ? elector->observed_holder() : "";
-    reply(res, 503,
-          nlohmann::json{{"Error", leading ? "kgpu scheduler: caches not synced yet"
-                                           : "kgpu scheduler: not the leader (leader: " + leader + ")"}}
-              .dump());
-    return false;
+    return reply(503, nlohmann::json{{"Error", leading ? "kgpu scheduler: caches not synced yet"
+                                                       : "kgpu scheduler: not the leader (leader: " + leader + ")"}}
+                          .dump());
   };
-  const auto bad_request = [](httplib::Response& res, const Error& e) {
-    reply(res, 400, nlohmann::json{{"Error", e.message}}.dump());
-  };
-  http->Post("/filter", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!gate(res)) return;
+  const auto bad_request = [](const Error& e) { return reply(400, nlohmann::json{{"Error", e.message}}.dump()); };
+  http.handle("POST", "/filter", verb([&](const HttpRequest& req) {
+    if (auto no = refused()) return *no;
     auto args = parse_extender_args(req.body);
-    if (!args) return bad_request(res, args.error());
+    if (!args) return bad_request(args.error());
     const auto d = s.filter(*args);
-    reply(res, 200, encode_filter_result(d.result, *args));
-  });
-  http->Post("/prioritize", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!gate(res)) return;
+    return reply(200, encode_filter_result(d.result, *args));
+  }));
+  http.handle("POST", "/prioritize", verb([&](const HttpRequest& req) {
+    if (auto no = refused()) return *no;
     auto args = parse_extender_args(req.body);
-    if (!args) return bad_request(res, args.error());
-    reply(res, 200, encode_priorities(s.prioritize(*args)));
-  });
-  http->Post("/bind", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!gate(res)) return;
+    if (!args) return bad_request(args.error());
+    return reply(200, encode_priorities(s.prioritize(*args)));
+  }));
+  http.handle("POST", "/bind", verb([&](const HttpRequest& req) {
+    if (auto no = refused()) return *no;
     auto args = parse_binding_args(req.body);
-    if (!args) return bad_request(res, args.error());
-    reply(res, 200, encode_binding_result(s.bind(*args)));
-  });
-  http->Post("/preempt", [&](const httplib::Request& req, httplib::Response& res) {
-    if (!gate(res)) return;
+    if (!args) return bad_request(args.error());
+    return reply(200, encode_binding_result(s.bind(*args)));
+  }));
+  http.handle("POST", "/preempt", verb([&](const HttpRequest& req) {
+    if (auto no = refused()) return *no;
     auto args = parse_preemption_args(req.body);
-    if (!args) return bad_request(res, args.error());
-    reply(res, 200, encode_preemption_result(s.preempt(*args).kept));
-  });
-  http->Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    if (!args) return bad_request(args.error());
+    return reply(200, encode_preemption_result(s.preempt(*args).kept));
+  }));
+  // On a worker: the page takes the scheduler's lock.
+  http.handle("GET", "/metrics", verb([&](const HttpRequest&) {
     std::string text = s.metrics_text();
     text += fmt::format(
         "# HELP kgpu_scheduler_leader Whether this replica leads (1) or stands by (0).\n"
         "# TYPE kgpu_scheduler_leader gauge\nkgpu_scheduler_leader {}\n",
         leading ? 1 : 0);
-    reply(res, 200, text, "text/plain; version=0.0.4; charset=utf-8");
-  });
+    return reply(200, std::move(text), "text/plain; version=0.0.4; charset=utf-8");
+  }));
   // What the scheduler holds charged on a node: pod uid (or report/<node>/<uid>) -> GPU uuids.
-  http->Get(R"(/debug/nodes/([A-Za-z0-9.\-]{1,253}))", [&](const httplib::Request& req, httplib::Response& res) {
-    reply(res, 200, nlohmann::json(s.charges_on(req.matches[1])).dump());
-  });
-  http->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { reply(res, 200, "ok\n", "text/plain"); });
-  http->Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
-    if (ready()) return reply(res, 200, "ready\n", "text/plain");
+  http.handle("GET", "/debug/nodes/", verb([&](const HttpRequest& req) {
+    if (!node_name(req.tail)) return reply(404, "not a node name\n", "text/plain");
+    return reply(200, nlohmann::json(s.charges_on(std::string(req.tail))).dump());
+  }), true);
+  // Probes on the server's own thread: answered while every worker is busy.
+  static const auto ok = std::make_shared<const std::string>("ok\n");
+  http.route("/healthz", [] { return HttpResponse{200, "text/plain", ok}; });
+  http.route("/readyz", [&] {
+    if (ready()) return reply(200, "ready\n", "text/plain");
     std::string why;
     if (!leading) why += "not the leader\n";
     if (!nodes.synced()) why += "nodes not synced: " + nodes.last_error() + "\n";
     if (!pods.synced()) why += "pods not synced: " + pods.last_error() + "\n";
     for (const auto& i : dra)
       if (!i->synced()) why += "DRA objects not synced: " + i->last_error() + "\n";
-    reply(res, 503, why, "text/plain");
+    return reply(503, why, "text/plain");
   });
 
   int status = 0;
-  const int bound =
-      stop ? -1 : (port == 0 ? http->bind_to_any_port(host) : (http->bind_to_port(host, port) ? port : -1));
-  if (bound <= 0) {
-    if (!stop) log::error("cannot listen", {log::kv("address", o.address)});
+  auto bound = http.start(host, port);
+  if (!bound) {
+    log::error("cannot listen", {log::kv("address", o.address), log::kv("error", bound.error().message)});
     status = 1;
     stop = true;
   } else {
-    log::info(fmt::format("listening on {}:{}", host, bound),
-              {log::kv("address", host), log::kv("port", bound), log::kv("policy", o.scheduler.policy),
-               log::kv("identity", identity)});
+    log::info(fmt::format("listening on {}:{}", host, *bound),
+              {log::kv("address", host), log::kv("port", *bound), log::kv("policy", o.scheduler.policy),
+               log::kv("identity", identity), log::kv("tls", !o.tls_cert_file.empty())});
   }
-  std::thread server_thread;
-  if (status == 0) server_thread = std::thread([&] { http->listen_after_bind(); });
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  http->stop();
-  if (server_thread.joinable()) server_thread.join();
+  http.stop();
   if (elector_thread.joinable()) elector_thread.join();
   for (auto& i : dra) i->stop();
   pods.stop();

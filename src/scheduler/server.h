@@ -6,8 +6,14 @@
 // both informers synced: a Service in front of the replicas then reaches the leader only).
 // A replica that is not the leader answers the verbs with 503 and the leader's name.
 //
-// Threads: informers (2, and 3 more for DRA), the leader elector (1), the HTTP pool (`threads`), the caller's thread
-// waiting for `stop`.
+// Serving (common/http_server.h): one event-driven thread holds every connection, so idle and slow
+// clients cost a descriptor, never a worker; the verbs, /metrics and /debug run on `threads` workers
+// with at most `max_queued` requests waiting (beyond: 503 with Retry-After at once); /healthz and
+// /readyz are answered by the serving thread itself, also while every worker is busy. A connection
+// silent for `idle_timeout` is closed. A body beyond kMaxExtenderBody is refused (413).
+//
+// Threads: informers (2, and 3 more for DRA), the leader elector (1), the HTTP server (1 + `threads`),
+// the caller's thread waiting for `stop`.
 #pragma once
 
 #include <atomic>
@@ -23,6 +29,9 @@ struct ServeOptions {
   std::string address = ":8888";            // [host]:port; port 0: one the system picks (logged)
   std::string tls_cert_file, tls_key_file;  // both set: HTTPS (the extender's enableHTTPS)
   size_t threads = 8;
+  unsigned max_queued = 64;
+  unsigned max_connections = 4096;
+  std::chrono::seconds idle_timeout{30};
   SchedulerOptions scheduler;
   kube::LoadOptions kube;
   // The extender binds every GPU pod itself (kube-scheduler's own 50 QPS does not cover them):

@@ -60,6 +60,43 @@ class HttpTlsTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_http_;
 };
 
+// The extender's --tls-cert-file/--tls-key-file: TLS from the pair alone, a renewed pair served
+// without a restart, and a missing file named at start.
+TEST_F(HttpTlsTest, CertificateAndKeyFilesWithoutAWebConfig) {
+  HttpServerOptions o;
+  o.tls_cert_file = server_.cert;
+  o.tls_key_file = server_.key;
+  o.web_config_check = std::chrono::milliseconds(0);
+  o.max_body_bytes = 100;
+  HttpServer server(o);
+  server.route("/metrics", [] { return HttpResponse{200, "text/plain", std::make_shared<const std::string>("m\n")}; });
+  auto port = server.start("127.0.0.1", 0);
+  ASSERT_TRUE(port) << port.error().message;
+  auto r = https_get(*port, "/metrics", {.ca = ca_.cert()});
+  ASSERT_EQ(r.curl_code, 0) << r.error;
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(server.web_config_status().tls);
+  auto plain = https_get(*port, "/metrics", {.plain_http = true});
+  EXPECT_NE(plain.status, 200) << "plain HTTP is not served on a TLS port";
+  // A renewed certificate (another key) is taken for the next handshake.
+  const CertFiles renewed = ca_.server("renewed");
+  std::filesystem::copy_file(renewed.cert, server_.cert, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(renewed.key, server_.key, std::filesystem::copy_options::overwrite_existing);
+  EXPECT_TRUE(eventually([&] {
+    auto again = https_get(*port, "/metrics", {.ca = ca_.cert()});
+    return again.curl_code == 0 && server.web_config_status().loads >= 2;
+  })) << server.web_config_status().last_error;
+  server.stop();
+
+  HttpServerOptions missing;
+  missing.tls_cert_file = (dir_.path() / "nope.crt").string();
+  missing.tls_key_file = server_.key;
+  HttpServer refused(missing);
+  auto bad = refused.start("127.0.0.1", 0);
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("nope.crt"));
+}
+
 TEST_F(HttpTlsTest, TlsWithBasicAuth) {
   const int port = start(tls_block() + "basic_auth_users:\n  prometheus: " + hash_ +
                          "\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n");
