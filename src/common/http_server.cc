@@ -48,6 +48,7 @@ struct Pending {
   std::string method, path, tail;
   const HttpServer::RequestHandler* handler = nullptr;  // null: a route() page
   std::string body;
+  size_t declared = 0;   // Content-Length, 0 when chunked
   bool refused = false;  // the body outgrew the limit: discarded, answered 413 at its end
   std::atomic<bool> done{false};  // the worker's response is ready
   HttpResponse response;
@@ -611,7 +612,10 @@ struct HttpServer::Impl {
           const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
           if (ec != std::errc() || end != text.data() + text.size() || n > limit)
             return queue(c, plain(kBodyTooLarge), true, web);
-          p->body.reserve(n);  // one allocation, released whole with the request
+          // Memory follows what arrives: the declared length is reserved whole (one allocation,
+          // released whole) only once its first MiB is in, so announcing 64 MiB costs nothing.
+          p->declared = n;
+          p->body.reserve(std::min(n, kTrimAfterBytes));
         }
       }
       p->method = m;
@@ -634,7 +638,13 @@ struct HttpServer::Impl {
         p->body = std::string();
         return MHD_YES;
       }
-      p->body.append(upload_data, n);
+      try {
+        if (p->declared > p->body.capacity() && p->body.size() + n > kTrimAfterBytes) p->body.reserve(p->declared);
+        p->body.append(upload_data, n);
+      } catch (const std::bad_alloc&) {
+        p->refused = true;  // answered 413 at the body's end, like any body that does not fit
+        p->body = std::string();
+      }
       return MHD_YES;
     }
     if (p->refused) return queue(c, plain(p->handler == nullptr ? 413 : kBodyTooLarge), true, web);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -147,6 +148,40 @@ TEST(HttpServer, BodyRoutesPrefixesAndTheirLimits) {
   EXPECT_THAT(boom.value_or(""), HasSubstr("the bug"));
   // A GET page takes no body, also where body routes exist.
   EXPECT_EQ(status_of(ask(port, "GET /hello HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc")), 413);
+}
+
+// Address space of this process, KiB (untouched reservations count here, not in RSS).
+long self_vm_kib() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.starts_with("VmSize:")) return std::stol(line.substr(7));
+  return 0;
+}
+
+// Announcing a large body reserves nothing until it arrives: 50 connections each declaring 60 MiB
+// (3 GiB if reserved) and sending 3 bytes leave the process's address space nearly where it was.
+TEST(HttpServer, ADeclaredLengthCostsNothingUntilItArrives) {
+  HttpServerOptions o;
+  o.max_body_bytes = 64u << 20;
+  o.workers = 1;
+  HttpServer server(o);
+  server.handle("POST", "/verb", [](const HttpRequest& r) { return text(std::to_string(r.body.size())); });
+  const int port = serve_hello(server);
+  ASSERT_NE(port, 0);
+  const long before = self_vm_kib();
+  std::vector<int> held;
+  for (int i = 0; i < 50; ++i) {
+    const int fd = connect_to(port);
+    const std::string part = "POST /verb HTTP/1.1\r\nHost: a\r\nContent-Length: 62914560\r\n\r\nabc";
+    ASSERT_EQ(::write(fd, part.data(), part.size()), static_cast<ssize_t>(part.size()));
+    held.push_back(fd);
+  }
+  for (int i = 0; i < 500 && server.connections() < 50; ++i) usleep(10'000);
+  EXPECT_EQ(server.connections(), 50u);
+  EXPECT_LT(self_vm_kib() - before, 1024 * 1024) << "KiB of address space for 50 announced 60 MiB bodies";
+  EXPECT_THAT(ask(port, post("/verb", std::string(3u << 20, 'z'))).value_or(""), HasSubstr("\r\n\r\n3145728"))
+      << "a large body that does arrive is taken whole";
+  for (int fd : held) close(fd);
 }
 
 TEST(HttpServer, SaturatedWorkersAnswer503AtOnceWhileProbesStayServed) {
