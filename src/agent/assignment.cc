@@ -10,13 +10,6 @@ namespace kgpu::agent {
 
 namespace {
 
-std::string text_at(const nlohmann::json& obj, const char* key) {
-  const auto v = obj.find(key);
-  return v != obj.end() && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-const std::string* annotation(const nlohmann::json& pod, const char* key) { return k8s::object_annotation(pod, key); }
-
 // (seconds, nanoseconds) of a MicroTime; the maximum when it does not parse.
 std::pair<int64_t, int64_t> instant(const std::string& t) {
   constexpr std::pair<int64_t, int64_t> kLast{std::numeric_limits<int64_t>::max(), 0};
@@ -38,17 +31,16 @@ std::pair<int64_t, int64_t> instant(const std::string& t) {
 
 PodInfo pod_info(const nlohmann::json& pod) {
   PodInfo p;
-  if (!pod.is_object()) return p;
-  if (const auto m = pod.find("metadata"); m != pod.end() && m->is_object()) {
-    p.ns = text_at(*m, "namespace");
-    p.name = text_at(*m, "name");
-    p.uid = text_at(*m, "uid");
-    p.creation = text_at(*m, "creationTimestamp");
-    p.done = m->contains("deletionTimestamp") && !(*m)["deletionTimestamp"].is_null();
-  }
-  if (const auto* v = annotation(pod, k8s::kAnnotationBoundAt)) p.bound_at = *v;
-  if (const auto* v = annotation(pod, k8s::kAnnotationGpuResource)) p.gpu_resource = *v;
-  if (const auto* v = annotation(pod, k8s::kAnnotationGpuAssignment)) {
+  auto obj = k8s::api::decode_pod(pod);
+  if (!obj) return p;
+  p.ns = obj->ns;
+  p.name = obj->name;
+  p.uid = obj->uid;
+  p.creation = obj->creation;
+  p.done = obj->deleting || obj->terminal();
+  if (const auto v = obj->annotation(k8s::kAnnotationBoundAt)) p.bound_at = *v;
+  if (const auto v = obj->annotation(k8s::kAnnotationGpuResource)) p.gpu_resource = *v;
+  if (const auto v = obj->annotation(k8s::kAnnotationGpuAssignment)) {
     auto a = k8s::parse_assignment(*v);
     if (a) {
       p.assignment = std::move(*a);
@@ -57,14 +49,10 @@ PodInfo pod_info(const nlohmann::json& pod) {
       p.assignment_error = a.error().message;
     }
   }
-  if (const auto* v = annotation(pod, k8s::kAnnotationGpuAllocated)) {
+  if (const auto v = obj->annotation(k8s::kAnnotationGpuAllocated)) {
     if (auto a = k8s::parse_assignment(*v)) p.allocated = std::move(*a);
   }
-  if (const auto s = pod.find("status"); s != pod.end() && s->is_object()) {
-    const std::string phase = text_at(*s, "phase");
-    if (phase == "Succeeded" || phase == "Failed") p.done = true;
-  }
-  p.containers = k8s::pod_containers(pod);
+  p.containers = std::move(obj->containers);
   return p;
 }
 

@@ -21,12 +21,13 @@
 #include <vector>
 
 #include "common/error.h"
+#include "k8s/api/objects.h"
 #include "k8s/gpu_assignment.h"
 
 namespace kgpu::agent {
 
-// A container and what it asks of each extended resource (k8s/gpu_assignment.h reads it).
-using PodContainer = k8s::ContainerResources;
+// A container and what it asks of each extended resource (the read model, k8s/api/objects.h).
+using PodContainer = k8s::api::ContainerResources;
 
 struct PodInfo {
   std::string ns, name, uid;
@@ -40,8 +41,9 @@ struct PodInfo {
   std::vector<PodContainer> containers;       // init containers first, each list in spec order
 };
 
-// Reads a pod object. Malformed parts (a bad assignment, a request that is not a whole number)
-// are recorded or skipped, never thrown: one odd pod must not stop the agent.
+// Reads a pod object (k8s/api/objects.h). Malformed parts (a bad assignment, a request that is
+// not a quantity) are recorded or skipped, never thrown: one odd pod must not stop the agent; an
+// object that is not a pod at all yields a PodInfo with no containers.
 PodInfo pod_info(const nlohmann::json& pod);
 
 // (pod uid, container) pairs this agent already served.

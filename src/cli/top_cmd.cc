@@ -151,13 +151,13 @@ int run_top(const TopFlags& f) {
   }
   print_notes(*cluster);
   if (nodes && !f.name.empty()) {
-    std::erase_if(cluster->nodes, [&](const top::NodeInfo& n) { return n.name != f.name; });
+    std::erase_if(cluster->nodes, [&](const k8s::api::NodeObject& n) { return n.name != f.name; });
     if (cluster->nodes.empty()) {
       fmt::print(stderr, "kgpu {}: node {} not found or has no GPUs\n", command, f.name);
       return 1;
     }
   }
-  if (pods && !f.name.empty()) std::erase_if(cluster->pods, [&](const top::PodInfo& p) { return p.name != f.name; });
+  if (pods && !f.name.empty()) std::erase_if(cluster->pods, [&](const k8s::api::PodObject& p) { return p.name != f.name; });
   // Only the nodes the rows need.
   std::vector<std::string> wanted = gpu_node_names(*cluster);
   if (!nodes) {

@@ -5,7 +5,8 @@
 #include <algorithm>
 
 #include "common/timestamp.h"
-#include "k8s/quantity.h"
+#include "k8s/api/json.h"
+#include "k8s/api/objects.h"
 #include "kube/client.h"
 
 namespace kgpu::cost {
@@ -14,78 +15,10 @@ using nlohmann::json;
 
 namespace {
 
-const json* at(const json& j, std::initializer_list<const char*> path) {
-  const json* p = &j;
-  for (const char* k : path) {
-    if (!p->is_object()) return nullptr;
-    const auto it = p->find(k);
-    if (it == p->end()) return nullptr;
-    p = &*it;
-  }
-  return p;
-}
-
-std::string str(const json& j, std::initializer_list<const char*> path) {
-  const json* p = at(j, path);
-  return p != nullptr && p->is_string() ? p->get<std::string>() : "";
-}
-
-std::map<std::string, std::string> string_map(const json* j) {
-  std::map<std::string, std::string> out;
-  if (j == nullptr || !j->is_object()) return out;
-  for (const auto& [k, v] : j->items()) {
-    if (v.is_string()) out.emplace(k, v.get<std::string>());
-  }
-  return out;
-}
-
-// A quantity's value rounded up; 0 for anything that does not parse.
-int64_t quantity(const json* j, bool milli = false) {
-  if (j == nullptr) return 0;
-  std::string text;
-  if (j->is_string()) {
-    text = j->get<std::string>();
-  } else if (j->is_number_integer()) {
-    text = std::to_string(j->get<int64_t>());
-  } else {
-    return 0;
-  }
-  auto q = k8s::Quantity::parse(text);
-  if (!q) return 0;
-  return milli ? q->milli_value() : q->value();
-}
-
-int64_t label_int(const std::map<std::string, std::string>& labels, const char* key) {
-  const auto it = labels.find(key);
-  if (it == labels.end()) return 0;
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
-bool is_gpu_resource(const std::string& r) {
-  if (!r.starts_with("nvidia.com/")) return false;
-  return r == "nvidia.com/gpu" || r.starts_with("nvidia.com/mig-") || r.ends_with(".shared") ||
-         r.starts_with("nvidia.com/gpu.");
-}
-
 double epoch(const std::string& rfc3339) {
   const auto t = parse_rfc3339(rfc3339);
   if (!t) return 0;
   return std::chrono::duration<double>(t->time_since_epoch()).count();
-}
-
-// The controller owner reference of `obj`: {kind, name}, or empty.
-std::pair<std::string, std::string> controller(const json& obj) {
-  const json* refs = at(obj, {"metadata", "ownerReferences"});
-  if (refs == nullptr || !refs->is_array()) return {};
-  for (const auto& r : *refs) {
-    const json* c = at(r, {"controller"});
-    if (c != nullptr && c->is_boolean() && c->get<bool>()) return {str(r, {"kind"}), str(r, {"name"})};
-  }
-  return {};
 }
 
 std::string lower(std::string s) {
@@ -123,35 +56,34 @@ const GpuNode* ClusterView::node(const std::string& name) const {
 ClusterView cluster_from_objects(const ClusterObjects& objects, const std::string& owner_label) {
   ClusterView view;
   view.warnings = objects.warnings;
-  for (const auto& n : objects.nodes) {
-    GpuNode g;
-    g.name = str(n, {"metadata", "name"});
-    g.labels = string_map(at(n, {"metadata", "labels"}));
-    const json* alloc = at(n, {"status", "allocatable"});
-    int64_t whole = 0, mig_units = 0, shared_units = 0;
-    if (alloc != nullptr && alloc->is_object()) {
-      for (const auto& [k, v] : alloc->items()) {
-        if (k == "nvidia.com/gpu") whole = quantity(&v);
-        if (k.starts_with("nvidia.com/mig-")) mig_units += quantity(&v);
-        if (k.starts_with("nvidia.com/") && k.ends_with(".shared")) shared_units += quantity(&v);
-      }
-      g.cpu_milli = quantity(at(*alloc, {"cpu"}), true);
-      g.memory_mib = quantity(at(*alloc, {"memory"})) >> 20;
+  for (const auto& obj : objects.nodes) {
+    auto n = k8s::api::decode_node(obj);
+    if (!n) {
+      view.warnings.push_back(n.error().message);
+      continue;
     }
+    GpuNode g;
+    g.name = n->name;
+    g.labels = n->labels;
+    int64_t mig_units = 0, shared_units = 0;
+    for (const auto& [k, v] : n->allocatable) {
+      if (k.starts_with("nvidia.com/mig-")) mig_units += v;
+      if (k.ends_with(".shared")) shared_units += v;
+    }
+    const int64_t whole = n->allocatable.contains("nvidia.com/gpu") ? n->allocatable.at("nvidia.com/gpu") : 0;
+    g.cpu_milli = n->cpu_milli;
+    g.memory_mib = n->memory_mib;
     g.model = g.labels.contains("nvidia.com/gpu.product") ? g.labels["nvidia.com/gpu.product"] : "";
-    g.replicas = static_cast<int>(std::clamp<int64_t>(label_int(g.labels, "nvidia.com/gpu.replicas"), 1, 1024));
-    g.gpu_memory_mib = label_int(g.labels, "nvidia.com/gpu.memory");
-    int64_t count = label_int(g.labels, "nvidia.com/gpu.count");
+    g.replicas = static_cast<int>(std::clamp<int64_t>(n->label_int("nvidia.com/gpu.replicas"), 1, 1024));
+    g.gpu_memory_mib = n->label_int("nvidia.com/gpu.memory");
+    int64_t count = n->label_int("nvidia.com/gpu.count");
     if (count <= 0) count = whole > 0 ? whole : shared_units / g.replicas;
     g.gpus = static_cast<int>(std::clamp<int64_t>(count, 0, 1024));
     g.mig = mig_units > 0;
     if (g.gpus == 0 && !g.mig) continue;
-    const json* taints = at(n, {"spec", "taints"});
-    if (taints != nullptr && taints->is_array()) {
-      for (const auto& t : *taints) g.taints.push_back({str(t, {"key"}), str(t, {"value"}), str(t, {"effect"})});
-    }
-    const json* u = at(n, {"spec", "unschedulable"});
-    g.unschedulable = u != nullptr && u->is_boolean() && u->get<bool>();
+    for (const auto& t : n->view.taints)
+      g.taints.push_back({std::string(t.key), std::string(t.value), std::string(t.effect)});
+    g.unschedulable = n->unschedulable;
     view.nodes.push_back(std::move(g));
   }
   std::sort(view.nodes.begin(), view.nodes.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
@@ -160,51 +92,36 @@ ClusterView cluster_from_objects(const ClusterObjects& objects, const std::strin
   std::map<std::string, std::pair<std::string, std::string>> parent;  // "ns/Kind/name" -> controller
   auto index = [&](const std::vector<json>& objs, const char* kind) {
     for (const auto& o : objs) {
-      const auto c = controller(o);
-      if (!c.first.empty()) {
-        parent[str(o, {"metadata", "namespace"}) + "/" + kind + "/" + str(o, {"metadata", "name"})] = c;
+      for (const auto& r : k8s::api::list(o, {"metadata", "ownerReferences"})) {
+        if (!k8s::api::flag(r, {"controller"})) continue;
+        parent[k8s::api::text(o, {"metadata", "namespace"}) + "/" + kind + "/" + k8s::api::text(o, {"metadata", "name"})] =
+            {k8s::api::text(r, {"kind"}), k8s::api::text(r, {"name"})};
+        break;
       }
     }
   };
   index(objects.replicasets, "ReplicaSet");
   index(objects.jobs, "Job");
 
-  for (const auto& p : objects.pods) {
-    const std::string phase = str(p, {"status", "phase"});
-    const std::string node = str(p, {"spec", "nodeName"});
-    if (node.empty() || phase == "Succeeded" || phase == "Failed") continue;
-    GpuPod g;
-    g.ns = str(p, {"metadata", "namespace"});
-    g.name = str(p, {"metadata", "name"});
-    g.uid = str(p, {"metadata", "uid"});
-    g.node = node;
-    const json* containers = at(p, {"spec", "containers"});
-    std::string image;
-    if (containers != nullptr && containers->is_array()) {
-      for (const auto& c : *containers) {
-        if (image.empty()) image = str(c, {"image"});
-        const json* limits = at(c, {"resources", "limits"});
-        const json* requests = at(c, {"resources", "requests"});
-        const json* gpu_source = limits != nullptr && limits->is_object() ? limits : requests;
-        if (gpu_source != nullptr && gpu_source->is_object()) {
-          for (const auto& [k, v] : gpu_source->items()) {
-            if (!is_gpu_resource(k)) continue;
-            const int64_t n = quantity(&v);
-            if (n <= 0) continue;
-            if (g.resource.empty()) g.resource = k;
-            if (k == g.resource) g.units += n;
-          }
-        }
-        if (requests != nullptr) {
-          g.cpu_milli += quantity(at(*requests, {"cpu"}), true);
-          g.memory_mib += (quantity(at(*requests, {"memory"})) + (1 << 20) - 1) >> 20;
-        }
-      }
+  for (const auto& obj : objects.pods) {
+    auto p = k8s::api::decode_pod(obj);
+    if (!p) {
+      view.warnings.push_back(p.error().message);
+      continue;
     }
-    if (g.units <= 0) continue;
-    const auto labels = string_map(at(p, {"metadata", "labels"}));
-    if (!owner_label.empty() && labels.contains(owner_label)) g.owner = labels.at(owner_label);
-    auto [kind, name] = controller(p);
+    if (!p->holds()) continue;
+    GpuPod g;
+    g.ns = p->ns;
+    g.name = p->name;
+    g.uid = p->uid;
+    g.node = p->node;
+    g.resource = p->gpu_resource();
+    if (g.resource.empty()) continue;
+    g.units = p->request(g.resource);
+    g.cpu_milli = p->cpu_milli;
+    g.memory_mib = p->memory_mib;
+    if (!owner_label.empty() && p->labels.contains(owner_label)) g.owner = p->labels.at(owner_label);
+    auto [kind, name] = std::pair(p->controller.kind, p->controller.name);
     if (kind == "ReplicaSet" || kind == "Job") {
       const auto it = parent.find(g.ns + "/" + kind + "/" + name);
       if (it != parent.end()) {
@@ -218,23 +135,19 @@ ClusterView cluster_from_objects(const ClusterObjects& objects, const std::strin
     }
     if (kind == "Job" || kind == "CronJob") g.kind = WorkKind::kJob;
     g.workload = kind + "/" + name;
-    const std::string what = lower(g.name + " " + (labels.contains("app") ? labels.at("app") : "") + " " + image);
+    const std::string app = p->labels.contains("app") ? p->labels.at("app") : "";
+    const std::string what = lower(g.name + " " + app + " " + p->image);
     if (kind == "Notebook" || what.find("notebook") != std::string::npos || what.find("jupyter") != std::string::npos) {
       g.kind = WorkKind::kNotebook;
     }
-    std::string started = str(p, {"status", "startTime"});
-    if (started.empty()) started = str(p, {"metadata", "creationTimestamp"});
-    g.started = epoch(started);
-    g.node_selector = string_map(at(p, {"spec", "nodeSelector"}));
-    const json* tol = at(p, {"spec", "tolerations"});
-    if (tol != nullptr && tol->is_array()) {
-      for (const auto& t : *tol) {
-        g.tolerations.push_back({str(t, {"key"}), str(t, {"operator"}), str(t, {"value"}), str(t, {"effect"})});
-      }
-    }
-    if (view.node(node) == nullptr) {
+    g.started = epoch(p->start_time.empty() ? p->creation : p->start_time);
+    for (const auto& [k, v] : p->view.spec.node_selector) g.node_selector.emplace(k, v);
+    for (const auto& t : p->view.spec.tolerations)
+      g.tolerations.push_back({std::string(t.key), t.op.empty() ? "Equal" : std::string(t.op), std::string(t.value),
+                               std::string(t.effect)});
+    if (view.node(g.node) == nullptr) {
       view.warnings.push_back(fmt::format("pod {}/{} holds {} {} on node {}, which advertises no GPUs", g.ns, g.name,
-                                          g.units, g.resource, node));
+                                          g.units, g.resource, g.node));
     }
     view.pods.push_back(std::move(g));
   }

@@ -3,9 +3,9 @@
 // CronJob), owner (a label) and kind of work (notebook, Job, other).
 //
 // Read through the API client (one paged list per kind across namespaces) or built from the
-// objects' JSON directly (tests, benchmarks). A GPU pod is a pod bound to a node, not finished,
-// that requests a GPU device resource (nvidia.com/gpu, nvidia.com/gpu.shared or any
-// nvidia.com/<name>.shared share, nvidia.com/mig-<profile>).
+// objects' JSON directly (tests, benchmarks), through the read model (k8s/api/objects.h). A GPU
+// pod is a pod bound to a node, not finished, whose effective request of a GPU device resource
+// (k8s::is_gpu_device_resource) is above 0 — the count `top`, `allocations` and the scheduler use.
 //
 // Thread safety: plain values.
 #pragma once
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "sched/cluster.h"
 
 namespace kgpu::kube {
 class Client;
@@ -36,27 +37,21 @@ struct GpuNode {
   bool mig = false;            // MIG devices advertised (nvidia.com/mig-* allocatable, or mig.strategy)
   int64_t cpu_milli = 0, memory_mib = 0;
   std::map<std::string, std::string> labels;
-  struct Taint {
-    std::string key, value, effect;
-  };
-  std::vector<Taint> taints;
+  std::vector<sched::Taint> taints;
   bool unschedulable = false;
 };
 
 struct GpuPod {
   std::string ns, name, uid, node;
   std::string resource;  // the GPU resource requested
-  int64_t units = 0;     // of `resource`, over all containers
+  int64_t units = 0;     // of `resource`: the pod's effective request (k8s/api/objects.h)
   std::string workload;  // "Deployment/trainer", "Job/etl-42", "StatefulSet/db", "Pod/x"
   std::string owner;     // the owner label's value, "" when absent
   WorkKind kind = WorkKind::kOther;
   double started = 0;  // status.startTime (else creationTimestamp), seconds since the epoch
   int64_t cpu_milli = 0, memory_mib = 0;
   std::map<std::string, std::string> node_selector;
-  struct Toleration {
-    std::string key, op, value, effect;
-  };
-  std::vector<Toleration> tolerations;
+  std::vector<sched::Toleration> tolerations;
 
   bool shared() const;              // a replica of a shared GPU
   std::string mig_profile() const;  // "3g.40gb" for nvidia.com/mig-3g.40gb, else ""

@@ -150,7 +150,7 @@ SimInput sim_input(const ClusterView& cluster) {
     s.memory_mib = s.memory_free = n.memory_mib;
     s.gpu_model = n.model;
     s.labels = n.labels;
-    for (const auto& t : n.taints) s.taints.push_back({t.key, t.value, t.effect});
+    s.taints = n.taints;
     s.unschedulable = n.unschedulable;
     s.gpu_free.assign(static_cast<size_t>(n.gpus), sched::kMilli);
     index[n.name] = in.nodes.size();
@@ -180,8 +180,7 @@ SimInput sim_input(const ClusterView& cluster) {
     // A pod stays on its GPU model (its resource name and selectors tie it there in practice).
     if (!node->model.empty()) s.gpu_models = {node->model};
     s.node_selector = p.node_selector;
-    for (const auto& t : p.tolerations)
-      s.tolerations.push_back({t.key, t.op.empty() ? "Equal" : t.op, t.value, t.effect});
+    s.tolerations = p.tolerations;
     s.creation = static_cast<int64_t>(p.started);
     in.pod_node.push_back(index.at(p.node));
     in.pods.push_back(std::move(s));

@@ -4,12 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <set>
 
 #include "common/json_guard.h"
-#include "k8s/quantity.h"
 
 namespace kgpu::k8s {
 
@@ -237,162 +235,6 @@ Result<NodeGpuReport> parse_node_report(std::string_view text) {
     r.gpus.push_back(std::move(out));
   }
   return r;
-}
-
-std::map<std::string, int64_t> pod_requests(const std::vector<ContainerResources>& containers) {
-  std::map<std::string, int64_t> app, init_max, sidecars;
-  for (const auto& c : containers) {
-    for (const auto& [r, n] : c.requests) {
-      if (!c.init) {
-        app[r] += n;
-      } else if (c.sidecar) {
-        sidecars[r] += n;
-      } else {
-        init_max[r] = std::max(init_max[r], n + sidecars[r]);  // beside the sidecars started before it
-      }
-    }
-  }
-  for (const auto& [r, n] : sidecars) app[r] += n;
-  std::map<std::string, int64_t> out = init_max;
-  for (const auto& [r, n] : app) out[r] = std::max(n, out[r]);
-  return out;
-}
-
-int64_t ContainerResources::request(const std::string& resource) const {
-  for (const auto& [name, n] : requests)
-    if (name == resource) return n;
-  return 0;
-}
-
-namespace {
-
-std::string text_of(const json& obj, const char* key) {
-  const auto v = obj.find(key);
-  return v != obj.end() && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-// Whole units of an extended-resource quantity ("2", 2); nullopt for anything else.
-std::optional<int64_t> units(const json& v) {
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (!v.is_string()) return std::nullopt;
-  auto q = Quantity::parse(v.get<std::string>());
-  if (!q) return std::nullopt;
-  return q->value();
-}
-
-void read_containers(const json& spec, const char* key, bool init, std::vector<ContainerResources>& out) {
-  const auto list = spec.find(key);
-  if (list == spec.end() || !list->is_array()) return;
-  for (const auto& c : *list) {
-    if (!c.is_object()) continue;
-    ContainerResources rc;
-    rc.name = text_of(c, "name");
-    rc.init = init;
-    rc.sidecar = init && text_of(c, "restartPolicy") == "Always";
-    const auto res = c.find("resources");
-    if (res != c.end() && res->is_object()) {
-      for (const char* part : {"requests", "limits"}) {
-        const auto m = res->find(part);
-        if (m == res->end() || !m->is_object()) continue;
-        for (const auto& [name, value] : m->items()) {
-          if (std::ranges::any_of(rc.requests, [&](const auto& r) { return r.first == name; })) continue;
-          if (auto n = units(value)) rc.requests.emplace_back(name, *n);
-        }
-      }
-    }
-    out.push_back(std::move(rc));
-  }
-}
-
-}  // namespace
-
-std::vector<ContainerResources> pod_containers(const json& pod) {
-  std::vector<ContainerResources> out;
-  if (!pod.is_object()) return out;
-  if (const auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
-    read_containers(*spec, "initContainers", true, out);
-    read_containers(*spec, "containers", false, out);
-  }
-  return out;
-}
-
-namespace {
-
-// Kubernetes' IsExtendedResourceName: fully qualified, outside kubernetes.io, not a quota name.
-bool extended_resource(std::string_view name) {
-  const size_t slash = name.find('/');
-  if (slash == std::string_view::npos || name.starts_with("requests.")) return false;
-  const std::string_view domain = name.substr(0, slash);
-  return domain != "kubernetes.io" && !domain.ends_with(".kubernetes.io");
-}
-
-// The value as a quantity, or why it is not one.
-Result<Quantity> quantity_value(const json& v) {
-  if (v.is_string()) return Quantity::parse(v.get_ref<const std::string&>());
-  if (v.is_number_float() && !std::isfinite(v.get<double>()))
-    return fail(ErrorCode::kInvalidArgument, "a number out of range is not a quantity");
-  if (v.is_number()) return Quantity::parse(v.dump());
-  return fail(ErrorCode::kInvalidArgument, "{} is not a quantity", v.is_null() ? "null" : v.type_name());
-}
-
-std::optional<std::string> container_quantity_error(const json& c, const std::string& where) {
-  const auto res = c.find("resources");
-  if (res == c.end() || !res->is_object()) return std::nullopt;
-  std::map<std::string, Quantity, std::less<>> requests, limits;
-  for (const char* part : {"requests", "limits"}) {
-    const auto m = res->find(part);
-    if (m == res->end() || !m->is_object()) continue;
-    for (const auto& [name, value] : m->items()) {
-      const std::string field = fmt::format("{}: resources.{}[{}]", where, part, name);
-      auto q = quantity_value(value);
-      if (!q) return field + ": " + q.error().message;
-      if (q->is_negative()) return fmt::format("{}: {} is negative", field, q->to_string());
-      if (extended_resource(name) && !q->is_integer())
-        return fmt::format("{}: {} is not a whole number (an extended resource is counted in whole units)", field,
-                           q->to_string());
-      (std::string_view(part) == "requests" ? requests : limits).emplace(name, *q);
-    }
-  }
-  for (const auto& [name, q] : requests) {
-    if (!extended_resource(name)) continue;
-    const auto l = limits.find(name);
-    if (l == limits.end())
-      return fmt::format("{}: resources.limits[{}]: missing; an extended resource's request needs a limit", where, name);
-    if (l->second != q)
-      return fmt::format("{}: resources.requests[{}]: {} differs from the limit {}; an extended resource cannot be "
-                         "overcommitted",
-                         where, name, q.to_string(), l->second.to_string());
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<std::string> resource_quantity_error(const json& pod) {
-  if (!pod.is_object()) return std::nullopt;
-  const auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->is_object()) return std::nullopt;
-  for (const char* key : {"initContainers", "containers"}) {
-    const auto list = spec->find(key);
-    if (list == spec->end() || !list->is_array()) continue;
-    for (size_t i = 0; i < list->size(); ++i) {
-      const json& c = (*list)[i];
-      if (!c.is_object()) continue;
-      const std::string where = fmt::format("spec.{}[{}] ({})", key, i, text_of(c, "name"));
-      if (auto e = container_quantity_error(c, where)) return e;
-    }
-  }
-  return std::nullopt;
-}
-
-const std::string* object_annotation(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  const auto m = obj.find("metadata");
-  if (m == obj.end() || !m->is_object()) return nullptr;
-  const auto a = m->find("annotations");
-  if (a == m->end() || !a->is_object()) return nullptr;
-  const auto v = a->find(key);
-  return v != a->end() && v->is_string() ? v->get_ptr<const std::string*>() : nullptr;
 }
 
 }  // namespace kgpu::k8s

@@ -89,34 +89,4 @@ std::string format_node_report(const NodeGpuReport& r);
 // Errors name the field ("gpus[3].used[0].replicas: ...").
 Result<NodeGpuReport> parse_node_report(std::string_view text);
 
-// What the two sides read from a pod object (JSON as the API serves it).
-//
-// A container and the extended resources it asks for: requests, or limits when there is no
-// request (the API server's defaulting for extended resources); whole units ("2" or 2), other
-// values skipped.
-struct ContainerResources {
-  std::string name;
-  bool init = false;     // in initContainers
-  bool sidecar = false;  // an init container with restartPolicy Always: it keeps running
-  std::vector<std::pair<std::string, int64_t>> requests;  // resource -> whole units
-  int64_t request(const std::string& resource) const;     // 0 when absent
-};
-// The pod's containers in the order the kubelet allocates them: init containers, then containers,
-// each list in spec order.
-std::vector<ContainerResources> pod_containers(const nlohmann::json& pod);
-// The pod's effective request of each resource (Kubernetes' rule): the larger of the app
-// containers plus sidecars, and each init container plus the sidecars started before it.
-std::map<std::string, int64_t> pod_requests(const std::vector<ContainerResources>& containers);
-// The first container resource value kube-apiserver would refuse, as
-// "spec.containers[0] (main): resources.limits[nvidia.com/gpu]: <why>" (init containers as
-// spec.initContainers[i]); nullopt when every value passes. The rules of Kubernetes'
-// ValidateResourceRequirements: each value is a quantity (a string or a JSON number; null,
-// "", "abc", "NaN", "+Inf" and magnitudes beyond the parser's range are not) and not negative;
-// an extended resource (a name with a domain other than kubernetes.io, e.g. nvidia.com/gpu) is
-// whole ("0.5" and "500m" are not), and its request needs a limit equal to it.
-std::optional<std::string> resource_quantity_error(const nlohmann::json& pod);
-
-// metadata.annotations[key] of an object when it is a string, else nullptr.
-const std::string* object_annotation(const nlohmann::json& obj, const char* key);
-
 }  // namespace kgpu::k8s

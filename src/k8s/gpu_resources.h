@@ -15,10 +15,11 @@ inline bool is_nvidia_resource(std::string_view name) { return name.starts_with(
 
 // A resource that allocates GPU devices to a pod: a whole GPU (nvidia.com/gpu), a MIG slice
 // (nvidia.com/mig-<profile>) or a shared GPU replica (nvidia.com/gpu.shared, or any other
-// nvidia.com/gpu.<suffix> a sharing config renames to). What the scheduler places and doctor
+// nvidia.com/gpu.<suffix>, or any nvidia.com/<name>.shared a sharing config renames to). What the scheduler places and doctor
 // counts as a pod's GPU request and a node's GPU capacity.
 inline bool is_gpu_device_resource(std::string_view name) {
-  return name == "nvidia.com/gpu" || name.starts_with("nvidia.com/mig-") || name.starts_with("nvidia.com/gpu.");
+  return name == "nvidia.com/gpu" || name.starts_with("nvidia.com/mig-") || name.starts_with("nvidia.com/gpu.") ||
+         (name.starts_with("nvidia.com/") && name.ends_with(".shared"));
 }
 
 }  // namespace kgpu::k8s

@@ -65,6 +65,16 @@ class Tree {
     left_ = m.left;
   }
 
+  // Makes the next allocations up to `bytes` come from one block of exactly that size (a tree built
+  // to a known size: k8s/api/document.cc), instead of a 4 MiB block.
+  void reserve_exact(size_t bytes) {
+    bytes = (bytes + 7) & ~size_t{7};
+    if (bytes <= left_) return;
+    blocks_.push_back(std::make_unique_for_overwrite<char[]>(bytes));
+    next_ = blocks_.back().get();
+    left_ = bytes;
+  }
+
   std::string_view copy(std::string_view s) {
     if (s.empty()) return {};
     char* p = static_cast<char*>(allocate(s.size()));

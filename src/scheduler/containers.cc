@@ -3,9 +3,9 @@
 
 namespace kgpu::scheduler {
 
-std::vector<ContainerRequest> container_requests(const nlohmann::json& pod, const std::string& resource) {
+std::vector<ContainerRequest> container_requests(const k8s::api::PodObject& pod, const std::string& resource) {
   std::vector<ContainerRequest> out;
-  for (const auto& c : k8s::pod_containers(pod))
+  for (const auto& c : pod.containers)
     if (const int64_t units = c.request(resource); units > 0) out.push_back({c.name, units, c.init && !c.sidecar});
   return out;
 }

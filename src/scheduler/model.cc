@@ -17,36 +17,6 @@ using nlohmann::json;
 
 namespace detail {
 
-const json* find_path(const json& j, std::initializer_list<const char*> path) {
-  const json* cur = &j;
-  for (const char* k : path) {
-    if (!cur->is_object()) return nullptr;
-    const auto it = cur->find(k);
-    if (it == cur->end()) return nullptr;
-    cur = &*it;
-  }
-  return cur;
-}
-
-std::string str_at(const json& j, std::initializer_list<const char*> path) {
-  const json* v = find_path(j, path);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-std::string annotation(const json& obj, const char* key) {
-  const std::string* v = k8s::object_annotation(obj, key);
-  return v != nullptr ? *v : std::string();
-}
-
-k8s::LoadResult load_object(const json& obj, const char* kind, const std::string& what) {
-  if (obj.contains("kind") && obj.contains("apiVersion"))
-    return k8s::load_text(obj.dump(), what, k8s::InputFormat::kJson);
-  json typed = obj;
-  typed["apiVersion"] = "v1";
-  typed["kind"] = kind;
-  return k8s::load_text(typed.dump(), what, k8s::InputFormat::kJson);
-}
-
 std::string gpu_list(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
@@ -57,48 +27,38 @@ std::string gpu_list(const std::vector<std::string>& v) {
 
 using namespace detail;
 
-auto GpuScheduler::Impl::pod_info(const json& pod, std::optional<sched::Pod>* spec) -> PodInfo {
+auto GpuScheduler::Impl::pod_info(const k8s::api::PodObject& pod, std::optional<sched::Pod>* spec) -> PodInfo {
   PodInfo p;
-  p.uid = str_at(pod, {"metadata", "uid"});
-  p.ns = str_at(pod, {"metadata", "namespace"});
-  p.name = str_at(pod, {"metadata", "name"});
-  p.node = str_at(pod, {"spec", "nodeName"});
-  const std::string phase = str_at(pod, {"status", "phase"});
-  p.holds = !p.node.empty() && phase != "Succeeded" && phase != "Failed";
-  p.deleting = find_path(pod, {"metadata", "deletionTimestamp"}) != nullptr &&
-               !find_path(pod, {"metadata", "deletionTimestamp"})->is_null();
-  const json* gates = find_path(pod, {"spec", "schedulingGates"});
-  p.gated = gates != nullptr && gates->is_array() && !gates->empty();
-  auto loaded = load_object(pod, "Pod", "pod " + p.ns + "/" + p.name);
-  if (!loaded.documents.empty()) {
-    if (auto kp = k8s::as_pod(loaded.documents.front())) {
-      p.cpu_milli = k8s::pod_request(kp->spec, "cpu").milli_value();
-      const int64_t bytes = k8s::pod_request(kp->spec, "memory").value();
-      p.memory_mib = bytes <= 0 ? 0 : (bytes + (1 << 20) - 1) >> 20;
-      for (const char* r : {kWholeResource, kSharedResource}) {
-        const int64_t units = k8s::pod_request(kp->spec, r).value();
-        if (units > 0) {
-          p.resource = r;
-          p.units = units;
-          break;
-        }
-      }
-      if (spec != nullptr && !p.resource.empty())
-        *spec = sched::pod_from_k8s(loaded.documents.front(), *kp, p.resource);
+  p.uid = pod.uid;
+  p.ns = pod.ns;
+  p.name = pod.name;
+  p.node = pod.node;
+  p.holds = pod.holds();
+  p.deleting = pod.deleting;
+  p.gated = pod.gated;
+  p.cpu_milli = pod.cpu_milli;
+  p.memory_mib = pod.memory_mib;
+  for (const char* r : {kWholeResource, kSharedResource}) {
+    if (const int64_t units = pod.request(r); units > 0) {
+      p.resource = r;
+      p.units = units;
+      break;
     }
   }
-  if (!p.resource.empty()) {
-    p.containers = container_requests(pod, p.resource);
-    if (annotation(pod, k8s::kAnnotationGpuResource) == p.resource) {
-      if (auto a = k8s::parse_assignment(annotation(pod, k8s::kAnnotationGpuAssignment))) {
-        for (const auto& c : *a)
-          for (const auto& u : c.uuids)
-            if (std::find(p.assigned.begin(), p.assigned.end(), u) == p.assigned.end()) p.assigned.push_back(u);
-      }
+  if (p.resource.empty()) return p;
+  if (spec != nullptr) *spec = sched::pod_from_k8s(pod.doc, pod.view, p.resource);
+  p.containers = container_requests(pod, p.resource);
+  const auto annotation = [&](const char* key) { return std::string(pod.annotation(key).value_or("")); };
+  if (annotation(k8s::kAnnotationGpuResource) == p.resource) {
+    if (auto a = k8s::parse_assignment(annotation(k8s::kAnnotationGpuAssignment))) {
+      for (const auto& c : *a)
+        for (const auto& u : c.uuids)
+          if (std::find(p.assigned.begin(), p.assigned.end(), u) == p.assigned.end()) p.assigned.push_back(u);
     }
-    p.allocated = !annotation(pod, k8s::kAnnotationGpuAllocated).empty();
-    if (auto t = parse_rfc3339(annotation(pod, k8s::kAnnotationBoundAt))) p.bound_at = *t;
   }
+  p.allocated = pod.annotation(k8s::kAnnotationGpuAllocated).has_value() &&
+                !pod.annotation(k8s::kAnnotationGpuAllocated)->empty();
+  if (auto t = parse_rfc3339(annotation(k8s::kAnnotationBoundAt))) p.bound_at = *t;
   return p;
 }
 

@@ -20,7 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "k8s/document.h"
+#include "k8s/api/objects.h"
 #include "k8s/gpu_assignment.h"
 #include "sched/cluster.h"
 #include "sched/fragmentation.h"
@@ -30,17 +30,7 @@
 
 namespace kgpu::scheduler {
 
-// Reading Kubernetes JSON (shared by model.cc and scheduler.cc).
 namespace detail {
-// The value at `path` (object keys), or nullptr.
-const nlohmann::json* find_path(const nlohmann::json& j, std::initializer_list<const char*> path);
-// The string at `path`, or "".
-std::string str_at(const nlohmann::json& j, std::initializer_list<const char*> path);
-// metadata.annotations[key], or "".
-std::string annotation(const nlohmann::json& obj, const char* key);
-// A document view of one object for the k8s decoders, with apiVersion/kind filled in for `kind`
-// when absent (kube-scheduler's objects come from typed informers, which drop them).
-k8s::LoadResult load_object(const nlohmann::json& obj, const char* kind, const std::string& what);
 // "a,b,c".
 std::string gpu_list(const std::vector<std::string>& v);
 }  // namespace detail
@@ -137,9 +127,10 @@ struct GpuScheduler::Impl {
 
   // ---- model input -------------------------------------------------------------------------------
 
-  // `spec`, when given, receives the pod as the scheduler's framework sees it (selectors, affinity,
-  // tolerations, requests) for its GPU resource, from the same decoding; nullopt if it cannot be read.
-  static PodInfo pod_info(const nlohmann::json& pod, std::optional<sched::Pod>* spec = nullptr);
+  // The model's record of a pod from the read model (k8s/api/objects.h). `spec`, when given,
+  // receives the pod as the scheduler's framework sees it (selectors, affinity, tolerations,
+  // requests) for its GPU resource, from the same decoding; nullopt if it has none.
+  static PodInfo pod_info(const k8s::api::PodObject& pod, std::optional<sched::Pod>* spec = nullptr);
 
   static std::string structure_of(const NodeInfo& n);
 

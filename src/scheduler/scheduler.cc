@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/timestamp.h"
+#include "k8s/api/json.h"
 #include "k8s/gpu_assignment.h"
 #include "k8s/objects.h"
 #include "kube/client.h"
@@ -33,22 +34,14 @@ GpuScheduler::~GpuScheduler() = default;
 ClaimAllocator& GpuScheduler::claims() { return impl_->claims; }
 
 void GpuScheduler::upsert_node(const json& node) {
-  const std::string name = str_at(node, {"metadata", "name"});
-  if (name.empty()) return;
+  auto obj = k8s::api::decode_node(node);
+  if (!obj || obj->name.empty()) return;
+  const std::string name = obj->name;
   Impl::NodeInfo info;
-  auto loaded = load_object(node, "Node", "node " + name);
-  if (!loaded.documents.empty())
-    if (auto kn = k8s::as_node(loaded.documents.front()))
-      info.base = sched::node_from_k8s(loaded.documents.front(), *kn);
+  info.base = sched::node_from_k8s(obj->doc, obj->view);
   info.base.name = name;
-  const std::string text = annotation(node, k8s::kAnnotationNodeGpus);
-  if (!text.empty()) {
-    auto r = k8s::parse_node_report(text);
-    if (r)
-      info.report = std::move(*r);
-    else
-      info.report_error = "node " + name + ": " + r.error().message;
-  }
+  info.report = std::move(obj->report);
+  if (!obj->report_error.empty()) info.report_error = "node " + name + ": " + obj->report_error;
   if (info.report)
     for (const auto& g : info.report->gpus)
       for (const auto& u : g.used) info.reported_uids.insert(u.uid);
@@ -78,7 +71,9 @@ void GpuScheduler::remove_node(const std::string& name) {
 }
 
 void GpuScheduler::upsert_pod(const json& pod) {
-  Impl::PodInfo p = Impl::pod_info(pod);
+  auto obj = k8s::api::decode_pod(pod);
+  if (!obj) return;
+  Impl::PodInfo p = Impl::pod_info(*obj);
   if (p.uid.empty()) return;
   std::lock_guard lock(impl_->mu);
   auto& im = *impl_;
@@ -98,7 +93,7 @@ void GpuScheduler::upsert_pod(const json& pod) {
 }
 
 void GpuScheduler::remove_pod(const json& pod) {
-  const std::string uid = str_at(pod, {"metadata", "uid"});
+  const std::string uid = k8s::api::text(pod, {"metadata", "uid"});
   std::lock_guard lock(impl_->mu);
   auto& im = *impl_;
   const auto it = im.pods.find(uid);
@@ -134,11 +129,13 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
   const auto started = impl_->clock.steady_now();
   FilterDecision d;
   std::optional<sched::Pod> spec;
-  Impl::PodInfo info = Impl::pod_info(args.pod, &spec);
+  auto obj = k8s::api::decode_pod(args.pod);
+  Impl::PodInfo info = obj ? Impl::pod_info(*obj, &spec) : Impl::PodInfo{};
   std::optional<std::pair<kube::EventTarget, std::string>> warn;
   // A value kube-apiserver would refuse is this pod's error, never a request of 0.
-  if (auto bad = k8s::resource_quantity_error(args.pod)) {
-    d.result.error = fmt::format("kgpu scheduler: pod {}/{}: {}", info.ns, info.name, *bad);
+  if (!obj || obj->invalid) {
+    d.result.error = obj ? fmt::format("kgpu scheduler: pod {}/{}: {}", info.ns, info.name, *obj->invalid)
+                         : "kgpu scheduler: " + obj.error().message;
     auto& im = *impl_;
     std::lock_guard lock(im.mu);
     ++im.st.filters;
@@ -277,9 +274,10 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
 }
 
 std::vector<std::pair<std::string, int64_t>> GpuScheduler::prioritize(const ExtenderArgs& args) {
-  const std::string uid = str_at(args.pod, {"metadata", "uid"});
-  const std::string key =
-      uid.empty() ? str_at(args.pod, {"metadata", "namespace"}) + "/" + str_at(args.pod, {"metadata", "name"}) : uid;
+  const std::string uid = k8s::api::text(args.pod, {"metadata", "uid"});
+  const std::string key = uid.empty() ? k8s::api::text(args.pod, {"metadata", "namespace"}) + "/" +
+                                            k8s::api::text(args.pod, {"metadata", "name"})
+                                      : uid;
   const auto claims = impl_->claims.choice(key);
   std::lock_guard lock(impl_->mu);
   const auto a = impl_->assumed.find(key);
@@ -436,7 +434,8 @@ std::string GpuScheduler::bind_claims(const BindingArgs& args, const PodClaimCho
 PreemptDecision GpuScheduler::preempt(const PreemptionArgs& args) {
   PreemptDecision d;
   std::optional<sched::Pod> spec;
-  Impl::PodInfo info = Impl::pod_info(args.pod, &spec);
+  auto obj = k8s::api::decode_pod(args.pod);
+  Impl::PodInfo info = obj ? Impl::pod_info(*obj, &spec) : Impl::PodInfo{};
   std::lock_guard lock(impl_->mu);
   auto& im = *impl_;
   im.maybe_refresh();

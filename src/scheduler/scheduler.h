@@ -45,6 +45,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "k8s/api/objects.h"
 #include "k8s/gpu_assignment.h"
 #include "sched/framework.h"
 #include "scheduler/claims.h"
@@ -141,7 +142,7 @@ struct ContainerRequest {
   int64_t units = 0;
   bool init = false;  // a non-sidecar init container
 };
-std::vector<ContainerRequest> container_requests(const nlohmann::json& pod, const std::string& resource);
+std::vector<ContainerRequest> container_requests(const k8s::api::PodObject& pod, const std::string& resource);
 
 // Splits a pod's GPUs over its containers: init containers take the first of the pod's GPUs they
 // need (they finish before the others start); the other containers take consecutive slices. For

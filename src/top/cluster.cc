@@ -7,8 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "k8s/gpu_resources.h"
-#include "k8s/quantity.h"
+#include "k8s/api/json.h"
 #include "kube/client.h"
 
 namespace kgpu::top {
@@ -19,112 +18,29 @@ namespace {
 
 const kube::Resource kQuotas{"", "v1", "resourcequotas", true, "ResourceQuota"};
 
-std::string str(const json& o, const char* key) {
-  if (!o.is_object()) return {};
-  const auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-const json& child(const json& o, const char* key) {
-  static const json kNull;
-  if (!o.is_object()) return kNull;
-  const auto it = o.find(key);
-  return it != o.end() ? *it : kNull;
-}
-
-std::map<std::string, std::string> string_map(const json& o) {
-  std::map<std::string, std::string> out;
-  if (!o.is_object()) return out;
-  for (const auto& [k, v] : o.items()) {
-    if (v.is_string()) out[k] = v.get<std::string>();
-  }
-  return out;
-}
+using k8s::api::at;
+using k8s::api::list;
+using k8s::api::text;
 
 std::optional<double> quantity(const json& v) {
-  if (v.is_number()) return v.get<double>();
-  if (!v.is_string()) return std::nullopt;
-  auto q = k8s::Quantity::parse(v.get<std::string>());
+  auto q = k8s::api::quantity(v);
   if (!q) return std::nullopt;
   return q->as_double();
 }
 
-std::map<std::string, int64_t> gpu_resources(const json& list) {
-  std::map<std::string, int64_t> out;
-  if (!list.is_object()) return out;
-  for (const auto& [k, v] : list.items()) {
-    if (!k8s::is_gpu_device_resource(k)) continue;
-    if (auto q = quantity(v)) out[k] = static_cast<int64_t>(*q);
-  }
-  return out;
-}
-
 }  // namespace
 
-const NodeInfo* Cluster::node(std::string_view name) const {
+const k8s::api::NodeObject* Cluster::node(std::string_view name) const {
   for (const auto& n : nodes) {
     if (n.name == name) return &n;
   }
   return nullptr;
 }
 
-NodeInfo decode_node(const json& node) {
-  NodeInfo n;
-  const json& meta = child(node, "metadata");
-  n.name = str(meta, "name");
-  n.labels = string_map(child(meta, "labels"));
-  const json& spec = child(node, "spec");
-  n.unschedulable = spec.is_object() && spec.value("unschedulable", false);
-  const json& status = child(node, "status");
-  n.capacity = gpu_resources(child(status, "capacity"));
-  n.allocatable = gpu_resources(child(status, "allocatable"));
-  const json& conds = child(status, "conditions");
-  if (conds.is_array()) {
-    for (const auto& c : conds) {
-      if (str(c, "type") == "Ready") n.ready = str(c, "status") == "True";
-    }
-  }
-  if (const std::string* text = k8s::object_annotation(node, k8s::kAnnotationNodeGpus)) {
-    if (auto r = k8s::parse_node_report(*text)) {
-      n.report = std::move(*r);
-    } else {
-      n.report_error = r.error().message;
-    }
-  }
-  return n;
-}
-
-PodInfo decode_pod(const json& pod) {
-  PodInfo p;
-  const json& meta = child(pod, "metadata");
-  p.ns = str(meta, "namespace");
-  p.name = str(meta, "name");
-  p.uid = str(meta, "uid");
-  p.labels = string_map(child(meta, "labels"));
-  p.node = str(child(pod, "spec"), "nodeName");
-  p.phase = str(child(pod, "status"), "phase");
-  p.containers = k8s::pod_containers(pod);
-  for (const auto& [r, n] : k8s::pod_requests(p.containers)) {
-    if (k8s::is_gpu_device_resource(r)) p.requests[r] = n;
-  }
-  // Claims: a name the pod gives (spec.resourceClaims[].resourceClaimName) or one generated from a
-  // template (status.resourceClaimStatuses[].resourceClaimName).
-  for (const auto* list :
-       {&child(child(pod, "spec"), "resourceClaims"), &child(child(pod, "status"), "resourceClaimStatuses")}) {
-    if (!list->is_array()) continue;
-    for (const auto& c : *list) {
-      const std::string name = str(c, "resourceClaimName");
-      if (!name.empty() && std::ranges::find(p.claims, name) == p.claims.end()) p.claims.push_back(name);
-    }
-  }
-  return p;
-}
-
 QuotaInfo decode_quota(const json& quota) {
   QuotaInfo q;
-  const json& meta = child(quota, "metadata");
-  q.ns = str(meta, "namespace");
-  q.name = str(meta, "name");
+  q.ns = text(quota, {"metadata", "namespace"});
+  q.name = text(quota, {"metadata", "name"});
   auto read = [](const json& list, std::map<std::string, double>& out) {
     if (!list.is_object()) return;
     for (const auto& [k, v] : list.items()) {
@@ -132,87 +48,27 @@ QuotaInfo decode_quota(const json& quota) {
       if (auto x = quantity(v)) out[k] = *x;
     }
   };
-  read(child(child(quota, "spec"), "hard"), q.hard);
-  read(child(child(quota, "status"), "used"), q.used);
+  read(at(quota, {"spec", "hard"}), q.hard);
+  read(at(quota, {"status", "used"}), q.used);
   return q;
-}
-
-ClaimInfo decode_claim(const json& claim) {
-  ClaimInfo c;
-  const json& meta = child(claim, "metadata");
-  c.ns = str(meta, "namespace");
-  c.name = str(meta, "name");
-  const json& status = child(claim, "status");
-  const json& results = child(child(child(status, "allocation"), "devices"), "results");
-  if (results.is_array()) {
-    for (const auto& r : results) c.devices.push_back({str(r, "driver"), str(r, "pool"), str(r, "device")});
-  }
-  const json& reserved = child(status, "reservedFor");
-  if (reserved.is_array()) {
-    for (const auto& r : reserved) {
-      if (str(r, "resource") == "pods") c.reserved_for.push_back(str(r, "name"));
-    }
-  }
-  return c;
-}
-
-SliceInfo decode_slice(const json& slice) {
-  SliceInfo s;
-  s.name = str(child(slice, "metadata"), "name");
-  const json& spec = child(slice, "spec");
-  s.driver = str(spec, "driver");
-  s.pool = str(child(spec, "pool"), "name");
-  s.node = str(spec, "nodeName");
-  const json& devices = child(spec, "devices");
-  if (devices.is_array()) {
-    for (const auto& d : devices) {
-      const json& taints = child(d, "taints");
-      s.devices.push_back({str(d, "name"), taints.is_array() && !taints.empty()});
-    }
-  }
-  return s;
 }
 
 AgentPod decode_agent(const json& pod, std::string_view port_name) {
   AgentPod a;
-  const json& meta = child(pod, "metadata");
-  a.ns = str(meta, "namespace");
-  a.name = str(meta, "name");
-  const json& spec = child(pod, "spec");
-  a.node = str(spec, "nodeName");
-  const json& status = child(pod, "status");
-  a.phase = str(status, "phase");
-  a.ip = str(status, "podIP");
-  const json& containers = child(spec, "containers");
-  if (containers.is_array()) {
-    for (const auto& c : containers) {
-      const json& ports = child(c, "ports");
-      if (!ports.is_array()) continue;
-      for (const auto& p : ports) {
-        if (str(p, "name") == port_name && child(p, "containerPort").is_number_integer() && a.port == 0) {
-          a.port = child(p, "containerPort").get<int>();
-        }
-      }
+  a.ns = text(pod, {"metadata", "namespace"});
+  a.name = text(pod, {"metadata", "name"});
+  a.node = text(pod, {"spec", "nodeName"});
+  a.phase = text(pod, {"status", "phase"});
+  a.ip = text(pod, {"status", "podIP"});
+  for (const auto& c : list(pod, {"spec", "containers"})) {
+    for (const auto& p : list(c, {"ports"})) {
+      const json& port = at(p, {"containerPort"});
+      if (text(p, {"name"}) == port_name && port.is_number_integer() && a.port == 0) a.port = port.get<int>();
     }
   }
-  const json& conds = child(status, "conditions");
-  if (conds.is_array()) {
-    for (const auto& c : conds) {
-      if (str(c, "type") == "Ready") a.ready = str(c, "status") == "True";
-    }
-  }
+  for (const auto& c : list(pod, {"status", "conditions"}))
+    if (text(c, {"type"}) == "Ready") a.ready = text(c, {"status"}) == "True";
   return a;
-}
-
-bool is_gpu_node(const NodeInfo& n) {
-  if (n.report) return true;
-  const auto present = n.labels.find("nvidia.com/gpu.present");
-  if (present != n.labels.end() && present->second == "true") return true;
-  for (const auto& [r, v] : n.capacity) {
-    if (v > 0) return true;
-  }
-  const auto count = n.labels.find("nvidia.com/gpu.count");
-  return count != n.labels.end() && !count->second.empty() && count->second != "0";
 }
 
 Result<Cluster> read_cluster(kube::Client& client, const ReadOptions& o) {
@@ -221,18 +77,29 @@ Result<Cluster> read_cluster(kube::Client& client, const ReadOptions& o) {
   lo.label_selector = o.node_selector;
   auto nodes = client.list_all(kube::resources::kNodes, "", lo);
   if (!nodes) return std::unexpected(nodes.error().to_error().wrap("listing nodes"));
+  std::vector<k8s::api::NodeObject> others;  // nodes without GPU resources: some may have DRA devices
   for (const auto& n : *nodes) {
-    NodeInfo info = decode_node(n);
-    if (is_gpu_node(info)) c.nodes.push_back(std::move(info));
+    auto info = k8s::api::decode_node(n);
+    if (!info) {
+      c.warnings.push_back(info.error().message);
+    } else if (info->is_gpu_node()) {
+      c.nodes.push_back(std::move(*info));
+    } else {
+      others.push_back(std::move(*info));
+    }
   }
   kube::ListOptions pods_options;
   pods_options.label_selector = o.pod_selector;
   auto pods = client.list_all(kube::resources::kPods, o.pod_namespace, pods_options);
   if (!pods) return std::unexpected(pods.error().to_error().wrap("listing pods"));
   for (const auto& p : *pods) {
-    PodInfo info = decode_pod(p);
-    if (info.terminal() || (info.requests.empty() && info.claims.empty())) continue;
-    c.pods.push_back(std::move(info));
+    auto info = k8s::api::decode_pod(p);
+    if (!info) {
+      c.warnings.push_back(info.error().message);
+      continue;
+    }
+    if (info->terminal() || (info->requests.empty() && info->claims.empty())) continue;
+    c.pods.push_back(std::move(*info));
   }
   kube::ListOptions agents_options;
   agents_options.label_selector = o.agent_selector;
@@ -254,7 +121,7 @@ Result<Cluster> read_cluster(kube::Client& client, const ReadOptions& o) {
     auto claims = client.list_all(kube::resources::kResourceClaims, o.pod_namespace, {});
     if (claims) {
       for (const auto& x : *claims) {
-        ClaimInfo info = decode_claim(x);
+        k8s::api::ClaimObject info = k8s::api::decode_claim(x);
         if (!info.devices.empty()) c.claims.push_back(std::move(info));
       }
     } else if (!claims.error().not_found()) {
@@ -263,7 +130,7 @@ Result<Cluster> read_cluster(kube::Client& client, const ReadOptions& o) {
     auto slices = client.list_all(kube::resources::kResourceSlices, "", {});
     if (slices) {
       for (const auto& x : *slices) {
-        SliceInfo info = decode_slice(x);
+        k8s::api::SliceObject info = k8s::api::decode_slice(x);
         if (!info.node.empty()) c.slices.push_back(std::move(info));
       }
     } else if (!slices.error().not_found()) {
@@ -271,16 +138,10 @@ Result<Cluster> read_cluster(kube::Client& client, const ReadOptions& o) {
     }
   }
   // A node with DRA devices but no device-plugin resources is a GPU node too.
-  if (!c.slices.empty()) {
-    for (const auto& n : *nodes) {
-      const std::string name = str(child(n, "metadata"), "name");
-      if (c.node(name) != nullptr) continue;
-      if (std::ranges::any_of(c.slices, [&](const SliceInfo& s) { return s.node == name; })) {
-        c.nodes.push_back(decode_node(n));
-      }
-    }
-  }
-  std::ranges::sort(c.nodes, {}, &NodeInfo::name);
+  for (auto& n : others)
+    if (std::ranges::any_of(c.slices, [&](const k8s::api::SliceObject& s) { return s.node == n.name; }))
+      c.nodes.push_back(std::move(n));
+  std::ranges::sort(c.nodes, {}, &k8s::api::NodeObject::name);
   return c;
 }
 

@@ -1,7 +1,6 @@
-// What `kgpu top` and `kgpu allocations` read from the Kubernetes API, decoded into plain values:
-// GPU nodes (GPU resources, cordon, readiness, the agent's kgpu.io/gpus report), GPU pods and
-// their effective requests, GPU ResourceQuotas, DRA claims and slices, and the kgpu agent pods
-// with their metrics port. Then each node's agent /metrics through the API server's pods/proxy.
+// What `kgpu top` and `kgpu allocations` read from the Kubernetes API: GPU nodes, GPU pods, DRA
+// claims and slices in the read model (k8s/api/objects.h), GPU ResourceQuotas and the kgpu agent
+// pods with their metrics port. Then each node's agent /metrics through the API server's pods/proxy.
 //
 // Thread safety: the decoders are pure; fetch_node_metrics() runs requests on its own threads
 // through `client` (which is thread-safe) and returns when all are done.
@@ -15,7 +14,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "k8s/gpu_assignment.h"
+#include "k8s/api/objects.h"
 #include "top/exposition.h"
 #include "top/node_metrics.h"
 
@@ -25,48 +24,9 @@ class Client;
 
 namespace kgpu::top {
 
-struct NodeInfo {
-  std::string name;
-  std::map<std::string, std::string> labels;
-  bool unschedulable = false;                            // cordoned
-  bool ready = true;                                     // the Ready condition (true when the node has none)
-  std::map<std::string, int64_t> capacity, allocatable;  // GPU device resources only
-  std::optional<k8s::NodeGpuReport> report;              // kgpu.io/gpus
-  std::string report_error;                              // the annotation is there but does not parse
-};
-
-struct PodInfo {
-  std::string ns, name, uid, node, phase;
-  std::map<std::string, std::string> labels;
-  std::vector<k8s::ContainerResources> containers;
-  // The pod's effective request per GPU device resource, as the scheduler and kubelet count it:
-  // max(sum over app containers and sidecars, each init container plus the sidecars before it).
-  std::map<std::string, int64_t> requests;
-  std::vector<std::string> claims;  // ResourceClaim names (status.resourceClaimStatuses)
-  bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
-};
-
 struct QuotaInfo {
   std::string ns, name;
   std::map<std::string, double> hard, used;  // only keys naming an nvidia.com/ resource
-};
-
-struct ClaimDevice {
-  std::string driver, pool, device;
-};
-struct ClaimInfo {
-  std::string ns, name;
-  std::vector<ClaimDevice> devices;       // status.allocation.devices.results
-  std::vector<std::string> reserved_for;  // pod names (status.reservedFor, resource pods)
-};
-
-struct SliceDevice {
-  std::string name;
-  bool tainted = false;
-};
-struct SliceInfo {
-  std::string name, driver, pool, node;
-  std::vector<SliceDevice> devices;
 };
 
 struct AgentPod {
@@ -76,28 +36,20 @@ struct AgentPod {
 };
 
 struct Cluster {
-  std::vector<NodeInfo> nodes;  // GPU nodes only, by name
-  std::vector<PodInfo> pods;    // pods with a GPU device request or a claim, not terminal
+  std::vector<k8s::api::NodeObject> nodes;  // GPU nodes only, by name
+  std::vector<k8s::api::PodObject> pods;    // pods with a GPU device request or a claim, not terminal
   std::vector<QuotaInfo> quotas;
-  std::vector<ClaimInfo> claims;
-  std::vector<SliceInfo> slices;
+  std::vector<k8s::api::ClaimObject> claims;
+  std::vector<k8s::api::SliceObject> slices;
   std::vector<AgentPod> agents;
   std::vector<std::string> warnings;  // what could not be read (a kind the server lacks, ...)
 
-  const NodeInfo* node(std::string_view name) const;
+  const k8s::api::NodeObject* node(std::string_view name) const;
 };
 
-// Decoders of API objects (as served).
-NodeInfo decode_node(const nlohmann::json& node);
-PodInfo decode_pod(const nlohmann::json& pod);
+// Decoders of the API objects only `top` reads (nodes, pods, claims and slices: k8s/api/objects.h).
 QuotaInfo decode_quota(const nlohmann::json& quota);
-ClaimInfo decode_claim(const nlohmann::json& claim);
-SliceInfo decode_slice(const nlohmann::json& slice);
 AgentPod decode_agent(const nlohmann::json& pod, std::string_view port_name);
-
-// A node the GPU views list: it has a GPU device resource, the nvidia.com/gpu.present label, a
-// nonzero nvidia.com/gpu.count label or a kgpu.io/gpus report.
-bool is_gpu_node(const NodeInfo& n);
 
 struct ReadOptions {
   std::string node_selector;    // label selector on nodes

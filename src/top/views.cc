@@ -51,7 +51,7 @@ std::string short_resource(const std::string& r) {
 
 // Replicas per GPU of `resource` on `n`: the agent's report for that GPU (or any GPU under that
 // resource), else the nvidia.com/gpu.replicas label; 1 for MIG resources.
-int replicas_for(const NodeInfo& n, const std::string& resource, const std::string& uuid) {
+int replicas_for(const k8s::api::NodeObject& n, const std::string& resource, const std::string& uuid) {
   if (resource.starts_with("nvidia.com/mig-")) return 1;
   if (n.report) {
     for (const auto& g : n.report->gpus) {
@@ -301,7 +301,7 @@ std::vector<PodRow> pod_rows(const Cluster& c, const Metrics& m, bool containers
   std::vector<PodRow> out;
   for (const auto& p : c.pods) {
     if (p.node.empty()) continue;  // not scheduled: nothing to measure
-    const NodeInfo* node = c.node(p.node);
+    const k8s::api::NodeObject* node = c.node(p.node);
     const NodeMetrics* nm = metrics_of(m, p.node);
     // Holdings by container ("" for the pod's DRA claims).
     std::map<std::string, std::vector<Holding>> by_container;
@@ -851,7 +851,7 @@ Allocations allocations(const Cluster& c) {
           count = std::stoi(it->second);
         } catch (const std::exception&) {
         }
-        bool dra = std::ranges::any_of(c.slices, [&](const SliceInfo& s) { return s.node == n.name; });
+        bool dra = std::ranges::any_of(c.slices, [&](const k8s::api::SliceObject& s) { return s.node == n.name; });
         if (count > 0 && !dra) {
           out.unusable.push_back({n.name, "nvidia.com/gpu", "not-advertised", static_cast<double>(count),
                                   fmt::format("the node is labelled with {} GPU(s) but advertises no GPU resource: "

@@ -116,7 +116,9 @@ TEST(Assignment, ContainersInKubeletOrderWithInitContainersReusingGpus) {
     "initContainers":[{"name":"load","resources":{"limits":{"nvidia.com/gpu":"1"}}},
                       {"name":"proxy","restartPolicy":"Always","resources":{"requests":{"nvidia.com/gpu":1}}}],
     "containers":[{"name":"cpu"},{"name":"train","resources":{"limits":{"nvidia.com/gpu":"2"}}}]}})");
-  const auto cs = container_requests(pod, "nvidia.com/gpu");
+  auto decoded = k8s::api::decode_pod(pod);
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  const auto cs = container_requests(*decoded, "nvidia.com/gpu");
   ASSERT_EQ(cs.size(), 3u);
   EXPECT_TRUE(cs[0].init);
   EXPECT_FALSE(cs[1].init);  // a sidecar keeps its GPU

@@ -15,6 +15,13 @@ namespace kgpu::top {
 namespace {
 
 using nlohmann::json;
+using k8s::api::decode_claim;
+using k8s::api::decode_slice;
+using PodInfo = k8s::api::PodObject;
+
+// The read model's decoders (k8s/api/objects.h); the test objects always decode.
+k8s::api::NodeObject decode_node(const json& j) { return k8s::api::decode_node(j).value(); }
+k8s::api::PodObject decode_pod(const json& j) { return k8s::api::decode_pod(j).value(); }
 
 TEST(Exposition, ReadsSamplesLabelsEscapesAndSpecialValues) {
   const std::string page =
