@@ -1,7 +1,7 @@
 #include "agent/cluster_view.h"
 
-
 #include "common/log.h"
+#include "k8s/api/json.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 
@@ -53,12 +53,7 @@ class KubeClusterView final : public ClusterView {
     if (!node_informer_ || !node_informer_->synced()) return std::nullopt;
     auto node = node_informer_->get(node_);
     if (!node) return std::nullopt;
-    std::map<std::string, std::string> out;
-    const auto labels = node->value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
-    for (const auto& [k, v] : labels.items()) {
-      if (v.is_string()) out[k] = v.get<std::string>();
-    }
-    return out;
+    return k8s::api::string_map(k8s::api::at(*node, {"metadata", "labels"}));
   }
 
   const std::string& node_name() const override { return node_; }

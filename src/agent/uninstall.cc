@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "k8s/api/json.h"
 #include "kube/client.h"
 
 namespace kgpu::agent {
@@ -15,9 +16,8 @@ namespace {
 
 // The pod's controller ownerReference, if it has one.
 std::optional<json> controller_of(const json& pod) {
-  for (const auto& o : pod.value("metadata", json::object()).value("ownerReferences", json::array())) {
-    if (o.value("controller", false)) return o;
-  }
+  for (const auto& o : k8s::api::list(pod, {"metadata", "ownerReferences"}))
+    if (k8s::api::flag(o, {"controller"})) return o;
   return std::nullopt;
 }
 
@@ -61,11 +61,10 @@ UninstallVerdict uninstall_verdict(kube::Client& client, const std::string& ns, 
     if (access_was_allowed && refused(ds.error())) return revoked(fmt::format("DaemonSet {}/{}", ns, name), ds.error());
     return keep(fmt::format("reading DaemonSet {}/{}: {}", ns, name, ds.error().text()));
   }
-  const json ds_meta = ds->value("metadata", json::object());
-  if (ds_meta.contains("deletionTimestamp") && !ds_meta["deletionTimestamp"].is_null()) {
+  if (k8s::api::present(*ds, {"metadata", "deletionTimestamp"})) {
     return {true, fmt::format("DaemonSet {}/{} is being deleted", ns, name)};
   }
-  if (!uid.empty() && ds_meta.value("uid", "") != uid) {
+  if (!uid.empty() && k8s::api::text(*ds, {"metadata", "uid"}) != uid) {
     return {true, fmt::format("DaemonSet {}/{} was deleted (one of that name with another uid exists)", ns, name)};
   }
   return keep(fmt::format("DaemonSet {}/{} exists: a restart or an upgrade", ns, name));

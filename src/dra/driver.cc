@@ -13,6 +13,7 @@
 
 #include "common/files.h"
 #include "common/log.h"
+#include "k8s/api/json.h"
 
 namespace kgpu::dra {
 
@@ -174,7 +175,7 @@ Result<std::vector<PreparedDevice>> Driver::prepare_one(const ClaimRef& ref, boo
   auto claim = opt_.get_claim(ref.ns, ref.name);
   if (!claim) return std::unexpected(claim.error().wrap(who));
   const json& c = *claim;
-  const std::string uid = c.contains("metadata") ? c["metadata"].value("uid", "") : "";
+  const std::string uid = k8s::api::text(c, {"metadata", "uid"});
   if (uid != ref.uid) {
     return fail(ErrorCode::kInvalidArgument, "{}: the API has uid '{}' for that name (deleted and recreated?)", who,
                 uid);

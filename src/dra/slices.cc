@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/timestamp.h"
+#include "k8s/api/json.h"
 
 namespace kgpu::dra {
 
@@ -45,46 +46,25 @@ std::string label_value(std::string_view text) {
   return out.substr(start);
 }
 
+using k8s::api::at;
+using k8s::api::list;
+using k8s::api::text;
+
 int64_t generation_of(const json& slice) {
-  const json* g = nullptr;
-  if (slice.contains("spec") && slice["spec"].contains("pool")) {
-    const auto& pool = slice["spec"]["pool"];
-    if (pool.contains("generation") && pool["generation"].is_number_integer()) g = &pool["generation"];
-  }
-  return g != nullptr ? g->get<int64_t>() : 0;
-}
-
-std::string meta_string(const json& o, const char* key) {
-  if (!o.contains("metadata") || !o["metadata"].contains(key) || !o["metadata"][key].is_string()) return {};
-  return o["metadata"][key].get<std::string>();
-}
-
-std::string annotation(const json& o, const char* key) {
-  if (!o.contains("metadata")) return {};
-  const json& m = o["metadata"];
-  if (!m.contains("annotations") || !m["annotations"].contains(key) || !m["annotations"][key].is_string()) return {};
-  return m["annotations"][key].get<std::string>();
-}
-
-std::string pool_name_of(const json& slice) {
-  if (!slice.contains("spec") || !slice["spec"].contains("pool")) return {};
-  const json& p = slice["spec"]["pool"];
-  return p.contains("name") && p["name"].is_string() ? p["name"].get<std::string>() : std::string();
+  const json& g = at(slice, {"spec", "pool", "generation"});
+  return g.is_number_integer() ? g.get<int64_t>() : 0;
 }
 
 bool owned_by(const json& slice, const std::string& uid) {
-  if (!slice.contains("metadata") || !slice["metadata"].contains("ownerReferences")) return false;
-  for (const auto& r : slice["metadata"]["ownerReferences"]) {
-    if (r.value("kind", "") == "Node" && r.value("uid", "") == uid) return true;
-  }
+  for (const auto& r : list(slice, {"metadata", "ownerReferences"}))
+    if (text(r, {"kind"}) == "Node" && text(r, {"uid"}) == uid) return true;
   return false;
 }
 
 // The device names of a slice spec, in order (what the API server never rewrites).
 std::vector<std::string> device_names(const json& spec) {
   std::vector<std::string> out;
-  if (!spec.is_object() || !spec.contains("devices") || !spec["devices"].is_array()) return out;
-  for (const auto& d : spec["devices"]) out.push_back(d.value("name", ""));
+  for (const auto& d : list(spec, {"devices"})) out.push_back(text(d, {"name"}));
   return out;
 }
 
@@ -238,7 +218,7 @@ Result<std::string> SlicePublisher::node_uid() {
   // old one would be garbage-collected.
   auto node = client_.get(kube::resources::kNodes, "", options_.node_name);
   if (!node) return std::unexpected(node.error().to_error());
-  const std::string uid = meta_string(*node, "uid");
+  const std::string uid = text(*node, {"metadata", "uid"});
   if (uid.empty()) return fail(ErrorCode::kInternal, "node {} has no metadata.uid", options_.node_name);
   return uid;
 }
@@ -277,7 +257,7 @@ Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
     if (!listed) return failed(listed.error());
     std::map<std::string, json> existing;
     for (auto& s : *listed) {
-      std::string name = meta_string(s, "name");  // before s is moved from
+      std::string name = text(s, {"metadata", "name"});  // before s is moved from
       existing.emplace(std::move(name), std::move(s));
     }
 
@@ -288,8 +268,8 @@ Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
     for (const auto& [name, s] : existing) highest = std::max(highest, generation_of(s));
     for (size_t i = 0; i < specs.size() && current; ++i) {
       const auto it = existing.find(slice_name(options_, i));
-      if (it == existing.end() || annotation(it->second, kContentAnnotation) != hashes[i] ||
-          pool_name_of(it->second) != options_.node_name || !owned_by(it->second, *uid) ||
+      if (it == existing.end() || text(it->second, {"metadata", "annotations", kContentAnnotation}) != hashes[i] ||
+          text(it->second, {"spec", "pool", "name"}) != options_.node_name || !owned_by(it->second, *uid) ||
           device_names(it->second.value("spec", json::object())) != device_names(specs[i]) ||
           (generation >= 0 && generation_of(it->second) != generation)) {
         current = false;
@@ -303,7 +283,7 @@ Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
       for (size_t i = 0; i < specs.size(); ++i) ours |= name == slice_name(options_, i);
       if (ours) continue;
       stale.push_back(name);
-      if (pool_name_of(s) == options_.node_name && generation_of(s) >= generation) current = false;
+      if (text(s, {"spec", "pool", "name"}) == options_.node_name && generation_of(s) >= generation) current = false;
     }
 
     std::optional<kube::ApiError> error;
@@ -353,7 +333,7 @@ Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
     }
     for (size_t i = 0; i < stale.size() && !error; ++i) {
       kube::DeleteOptions d;
-      d.uid = meta_string(existing[stale[i]], "uid");
+      d.uid = text(existing[stale[i]], {"metadata", "uid"});
       auto r = client_.remove(kube::resources::kResourceSlices, "", stale[i], d);
       if (!r && !r.error().not_found()) {
         error = r.error();
@@ -380,7 +360,7 @@ Result<size_t> SlicePublisher::remove_all() {
   if (!listed) return std::unexpected(listed.error());
   size_t removed = 0;
   for (const auto& s : *listed) {
-    auto r = client_.remove(kube::resources::kResourceSlices, "", meta_string(s, "name"));
+    auto r = client_.remove(kube::resources::kResourceSlices, "", text(s, {"metadata", "name"}));
     if (!r && !r.error().not_found()) return std::unexpected(r.error().to_error());
     if (r) ++removed;
   }

@@ -8,9 +8,11 @@
 
 #include "common/log.h"
 #include "common/timestamp.h"
+#include "k8s/api/json.h"
 #include "k8s/predicates.h"
 #include "k8s/quantity.h"
 #include "kube/client.h"
+#include "sched/cluster.h"
 
 namespace kgpu::scheduler {
 
@@ -18,39 +20,15 @@ using nlohmann::json;
 
 namespace {
 
-std::string str(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+using k8s::api::at;
+using k8s::api::text;
 
-const json& at(const json& j, std::initializer_list<const char*> path) {
-  static const json null;
-  const json* cur = &j;
-  for (const char* k : path) {
-    if (!cur->is_object()) return null;
-    const auto it = cur->find(k);
-    if (it == cur->end()) return null;
-    cur = &*it;
-  }
-  return *cur;
-}
-
-const json& arr(const json& j, std::initializer_list<const char*> path) {
-  static const json empty = json::array();
-  const json& v = at(j, path);
-  return v.is_array() ? v : empty;
-}
+using k8s::api::list;
 
 std::string key_of(const std::string& ns, const std::string& name) { return ns.empty() ? name : ns + "/" + name; }
 
-struct Taint {
-  std::string key, value, effect;
-};
-
-struct Toleration {
-  std::string key, op, value, effect;
-};
+using sched::Taint;
+using sched::Toleration;
 
 struct Dev {
   std::string name;
@@ -100,19 +78,19 @@ struct ClaimRec {
 std::vector<Toleration> tolerations_of(const json& list) {
   std::vector<Toleration> out;
   if (!list.is_array()) return out;
-  for (const auto& t : list) out.push_back({str(t, "key"), str(t, "operator"), str(t, "value"), str(t, "effect")});
+  for (const auto& t : list) out.push_back({text(t, {"key"}), text(t, {"operator"}), text(t, {"value"}), text(t, {"effect"})});
   return out;
 }
 
 SubRequest sub_request(const json& j, const std::string& name, std::string* unsupported) {
   SubRequest s;
   s.name = name;
-  s.device_class = str(j, "deviceClassName");
-  for (const auto& sel : arr(j, {"selectors"})) {
-    const std::string e = str(at(sel, {"cel"}), "expression");
+  s.device_class = text(j, {"deviceClassName"});
+  for (const auto& sel : list(j, {"selectors"})) {
+    const std::string e = text(at(sel, {"cel"}), {"expression"});
     if (!e.empty()) s.selectors.push_back(e);
   }
-  s.all = str(j, "allocationMode") == "All";
+  s.all = text(j, {"allocationMode"}) == "All";
   if (const auto& c = at(j, {"count"}); c.is_number_integer()) s.count = c.get<int64_t>();
   s.tolerations = tolerations_of(at(j, {"tolerations"}));
   if (at(j, {"adminAccess"}).is_boolean() && at(j, {"adminAccess"}).get<bool>())
@@ -126,70 +104,70 @@ SubRequest sub_request(const json& j, const std::string& name, std::string* unsu
 
 ClaimRec claim_rec(const json& c) {
   ClaimRec r;
-  r.ns = str(at(c, {"metadata"}), "namespace");
-  r.name = str(at(c, {"metadata"}), "name");
-  r.uid = str(at(c, {"metadata"}), "uid");
+  r.ns = text(at(c, {"metadata"}), {"namespace"});
+  r.name = text(at(c, {"metadata"}), {"name"});
+  r.uid = text(at(c, {"metadata"}), {"uid"});
   r.deleting = !at(c, {"metadata", "deletionTimestamp"}).is_null();
-  for (const auto& o : arr(c, {"metadata", "ownerReferences"}))
-    if (at(o, {"controller"}).is_boolean() && at(o, {"controller"}).get<bool>()) r.owner_uid = str(o, "uid");
-  for (const auto& q : arr(c, {"spec", "devices", "requests"})) {
+  for (const auto& o : list(c, {"metadata", "ownerReferences"}))
+    if (at(o, {"controller"}).is_boolean() && at(o, {"controller"}).get<bool>()) r.owner_uid = text(o, {"uid"});
+  for (const auto& q : list(c, {"spec", "devices", "requests"})) {
     Request req;
-    req.name = str(q, "name");
+    req.name = text(q, {"name"});
     if (const auto& ex = at(q, {"exactly"}); ex.is_object()) {
       req.alternatives.push_back(sub_request(ex, req.name, &r.unsupported));
     } else if (const auto& fa = at(q, {"firstAvailable"}); fa.is_array() && !fa.empty()) {
       for (const auto& alt : fa)
-        req.alternatives.push_back(sub_request(alt, req.name + "/" + str(alt, "name"), &r.unsupported));
-    } else if (!str(q, "deviceClassName").empty()) {  // v1beta1's request-level fields
+        req.alternatives.push_back(sub_request(alt, req.name + "/" + text(alt, {"name"}), &r.unsupported));
+    } else if (!text(q, {"deviceClassName"}).empty()) {  // v1beta1's request-level fields
       req.alternatives.push_back(sub_request(q, req.name, &r.unsupported));
     } else {
       r.unsupported = fmt::format("request {} has neither exactly nor firstAvailable", req.name);
     }
     r.requests.push_back(std::move(req));
   }
-  if (!arr(c, {"spec", "devices", "constraints"}).empty())
+  if (!list(c, {"spec", "devices", "constraints"}).empty())
     r.unsupported = "constraints (matchAttribute) are not supported by kgpu's allocator";
   if (const auto& cfg = at(c, {"spec", "devices", "config"}); cfg.is_array()) r.config = cfg;
   const json& alloc = at(c, {"status", "allocation"});
   if (alloc.is_object()) {
     r.allocated = true;
-    for (const auto& x : arr(alloc, {"devices", "results"})) {
-      DeviceId id{str(x, "driver"), str(x, "pool"), str(x, "device")};
+    for (const auto& x : list(alloc, {"devices", "results"})) {
+      DeviceId id{text(x, {"driver"}), text(x, {"pool"}), text(x, {"device"})};
       r.devices.push_back(id);
-      r.results.emplace_back(str(x, "request"), id);
+      r.results.emplace_back(text(x, {"request"}), id);
     }
     const json& sel = at(alloc, {"nodeSelector"});
     if (sel.is_object()) {
       std::set<std::string> nodes;
-      for (const auto& term : arr(sel, {"nodeSelectorTerms"})) {
+      for (const auto& term : list(sel, {"nodeSelectorTerms"})) {
         bool read = false;
-        for (const auto& f : arr(term, {"matchFields"})) {
-          if (str(f, "key") == "metadata.name" && str(f, "operator") == "In") {
-            for (const auto& v : arr(f, {"values"}))
+        for (const auto& f : list(term, {"matchFields"})) {
+          if (text(f, {"key"}) == "metadata.name" && text(f, {"operator"}) == "In") {
+            for (const auto& v : list(f, {"values"}))
               if (v.is_string()) nodes.insert(v.get<std::string>());
             read = true;
           }
         }
-        if (!read || !arr(term, {"matchExpressions"}).empty()) r.unreadable_selector = true;
+        if (!read || !list(term, {"matchExpressions"}).empty()) r.unreadable_selector = true;
       }
       r.pinned = std::move(nodes);
     }
   }
-  for (const auto& x : arr(c, {"status", "reservedFor"})) r.reserved.push_back(str(x, "uid"));
+  for (const auto& x : list(c, {"status", "reservedFor"})) r.reserved.push_back(text(x, {"uid"}));
   return r;
 }
 
 Slice slice_rec(const json& s) {
   Slice out;
-  out.name = str(at(s, {"metadata"}), "name");
+  out.name = text(at(s, {"metadata"}), {"name"});
   const json& spec = at(s, {"spec"});
-  out.driver = str(spec, "driver");
-  out.node = str(spec, "nodeName");
-  out.pool = str(at(spec, {"pool"}), "name");
+  out.driver = text(spec, {"driver"});
+  out.node = text(spec, {"nodeName"});
+  out.pool = text(at(spec, {"pool"}), {"name"});
   if (const auto& g = at(spec, {"pool", "generation"}); g.is_number_integer()) out.generation = g.get<int64_t>();
-  for (const auto& d : arr(spec, {"devices"})) {
+  for (const auto& d : list(spec, {"devices"})) {
     Dev dev;
-    dev.name = str(d, "name");
+    dev.name = text(d, {"name"});
     dev.input.driver = out.driver;
     if (const auto& attrs = at(d, {"attributes"}); attrs.is_object()) {
       for (const auto& [name, v] : attrs.items()) {
@@ -212,7 +190,7 @@ Slice slice_rec(const json& s) {
         if (auto q = k8s::Quantity::parse(val.get<std::string>())) dev.input.capacity[name] = *q;
       }
     }
-    for (const auto& t : arr(d, {"taints"})) dev.taints.push_back({str(t, "key"), str(t, "value"), str(t, "effect")});
+    for (const auto& t : list(d, {"taints"})) dev.taints.push_back({text(t, {"key"}), text(t, {"value"}), text(t, {"effect"})});
     out.devices.push_back(std::move(dev));
   }
   return out;
@@ -490,15 +468,15 @@ void ClaimAllocator::upsert_slice(const json& slice) {
 
 void ClaimAllocator::remove_slice(const json& slice) {
   std::lock_guard lock(st_->mu);
-  st_->slices.erase(str(at(slice, {"metadata"}), "name"));
+  st_->slices.erase(text(at(slice, {"metadata"}), {"name"}));
 }
 
 void ClaimAllocator::upsert_class(const json& device_class) {
   DeviceClassRec c;
-  const std::string name = str(at(device_class, {"metadata"}), "name");
+  const std::string name = text(at(device_class, {"metadata"}), {"name"});
   if (name.empty()) return;
-  for (const auto& sel : arr(device_class, {"spec", "selectors"})) {
-    const std::string e = str(at(sel, {"cel"}), "expression");
+  for (const auto& sel : list(device_class, {"spec", "selectors"})) {
+    const std::string e = text(at(sel, {"cel"}), {"expression"});
     if (!e.empty()) c.selectors.push_back(e);
   }
   if (const auto& cfg = at(device_class, {"spec", "config"}); cfg.is_array()) c.config = cfg;
@@ -508,7 +486,7 @@ void ClaimAllocator::upsert_class(const json& device_class) {
 
 void ClaimAllocator::remove_class(const json& device_class) {
   std::lock_guard lock(st_->mu);
-  st_->classes.erase(str(at(device_class, {"metadata"}), "name"));
+  st_->classes.erase(text(at(device_class, {"metadata"}), {"name"}));
 }
 
 void ClaimAllocator::upsert_claim(const json& claim) {
@@ -521,7 +499,7 @@ void ClaimAllocator::upsert_claim(const json& claim) {
 
 void ClaimAllocator::remove_claim(const json& claim) {
   std::lock_guard lock(st_->mu);
-  st_->claims.erase(key_of(str(at(claim, {"metadata"}), "namespace"), str(at(claim, {"metadata"}), "name")));
+  st_->claims.erase(key_of(text(at(claim, {"metadata"}), {"namespace"}), text(at(claim, {"metadata"}), {"name"})));
   st_->settle();
 }
 
@@ -531,13 +509,13 @@ void ClaimAllocator::forget_pod(const std::string& pod_uid) {
   st_->written.erase(pod_uid);
 }
 
-bool ClaimAllocator::has_claims(const json& pod) { return !arr(pod, {"spec", "resourceClaims"}).empty(); }
+bool ClaimAllocator::has_claims(const json& pod) { return !list(pod, {"spec", "resourceClaims"}).empty(); }
 
 ClaimFilterResult ClaimAllocator::filter(const json& pod, std::span<const std::string_view> nodes) {
   ClaimFilterResult r;
-  const std::string uid = str(at(pod, {"metadata"}), "uid");
-  const std::string ns = str(at(pod, {"metadata"}), "namespace");
-  const std::string pod_name = key_of(ns, str(at(pod, {"metadata"}), "name"));
+  const std::string uid = text(at(pod, {"metadata"}), {"uid"});
+  const std::string ns = text(at(pod, {"metadata"}), {"namespace"});
+  const std::string pod_name = key_of(ns, text(at(pod, {"metadata"}), {"name"}));
   const auto all_nodes = [&](std::map<std::string, std::string>& into, const std::string& why) {
     for (const auto& n : nodes) into[std::string(n)] = why;
   };
@@ -548,13 +526,13 @@ ClaimFilterResult ClaimAllocator::filter(const json& pod, std::span<const std::s
 
   // The pod's claims.
   std::map<std::string, const json*> generated;
-  for (const auto& x : arr(pod, {"status", "resourceClaimStatuses"})) generated[str(x, "name")] = &x;
+  for (const auto& x : list(pod, {"status", "resourceClaimStatuses"})) generated[text(x, {"name"})] = &x;
   std::vector<const ClaimRec*> pod_claims;
   std::string wait;
-  for (const auto& rc : arr(pod, {"spec", "resourceClaims"})) {
-    const std::string entry = str(rc, "name");
-    std::string claim = str(rc, "resourceClaimName");
-    const std::string tmpl = str(rc, "resourceClaimTemplateName");
+  for (const auto& rc : list(pod, {"spec", "resourceClaims"})) {
+    const std::string entry = text(rc, {"name"});
+    std::string claim = text(rc, {"resourceClaimName"});
+    const std::string tmpl = text(rc, {"resourceClaimTemplateName"});
     bool from_template = false;
     if (claim.empty() && !tmpl.empty()) {
       const auto g = generated.find(entry);
@@ -565,7 +543,7 @@ ClaimFilterResult ClaimAllocator::filter(const json& pod, std::span<const std::s
             entry, tmpl);
         break;
       }
-      claim = str(*g->second, "resourceClaimName");
+      claim = text(*g->second, {"resourceClaimName"});
       if (claim.empty()) continue;  // the controller decided no claim is needed
       from_template = true;
     }
@@ -689,13 +667,13 @@ json allocation_json(const ClaimChoice& c, const std::string& node, const std::s
 namespace {
 
 bool reserved_for(const json& claim, const std::string& uid) {
-  for (const auto& x : arr(claim, {"status", "reservedFor"}))
-    if (str(x, "uid") == uid) return true;
+  for (const auto& x : list(claim, {"status", "reservedFor"}))
+    if (text(x, {"uid"}) == uid) return true;
   return false;
 }
 
 bool has_finalizer(const json& claim) {
-  for (const auto& f : arr(claim, {"metadata", "finalizers"}))
+  for (const auto& f : list(claim, {"metadata", "finalizers"}))
     if (f.is_string() && f.get<std::string>() == kClaimFinalizer) return true;
   return false;
 }
@@ -733,7 +711,7 @@ std::string ClaimAllocator::reserve(kube::Client& client, const std::string& ns,
         error = fmt::format("reading {}: {}", what, cur.error().text());
         break;
       }
-      if (str(at(*cur, {"metadata"}), "uid") != cc.uid) {
+      if (text(at(*cur, {"metadata"}), {"uid"}) != cc.uid) {
         error = fmt::format("{} was deleted and created again since filter; retry", what);
         break;
       }
@@ -820,7 +798,7 @@ void ClaimAllocator::unreserve(kube::Client& client, const std::string& pod_uid)
         done = cur.error().not_found();
         break;
       }
-      if (str(at(*cur, {"metadata"}), "uid") != w.uid) {
+      if (text(at(*cur, {"metadata"}), {"uid"}) != w.uid) {
         done = true;
         break;
       }
@@ -828,7 +806,7 @@ void ClaimAllocator::unreserve(kube::Client& client, const std::string& pod_uid)
       auto& reserved = next["status"]["reservedFor"];
       if (reserved.is_array())
         reserved.erase(
-            std::remove_if(reserved.begin(), reserved.end(), [&](const json& x) { return str(x, "uid") == pod_uid; }),
+            std::remove_if(reserved.begin(), reserved.end(), [&](const json& x) { return text(x, {"uid"}) == pod_uid; }),
             reserved.end());
       const bool deallocate = w.allocated && (!reserved.is_array() || reserved.empty());
       if (deallocate) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/json_guard.h"
+#include "k8s/api/json.h"
 
 namespace kgpu::scheduler {
 
@@ -70,10 +71,6 @@ Result<json> take_pod(json& j, const char* what) {
   return std::move(*it);
 }
 
-std::string str_or(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 }  // namespace
 
@@ -230,7 +227,7 @@ Result<BindingArgs> parse_binding_args(std::string_view body) {
     if (v != j->end() && !v->is_string() && !v->is_null())
       return fail(ErrorCode::kInvalidArgument, "ExtenderBindingArgs: {}: a {}, not a string", field, v->type_name());
   }
-  BindingArgs b{str_or(*j, "PodName"), str_or(*j, "PodNamespace"), str_or(*j, "PodUID"), str_or(*j, "Node")};
+  BindingArgs b{k8s::api::text(*j, {"PodName"}), k8s::api::text(*j, {"PodNamespace"}), k8s::api::text(*j, {"PodUID"}), k8s::api::text(*j, {"Node"})};
   for (auto [field, value] :
        {std::pair{"PodName", &b.pod_name}, std::pair{"PodNamespace", &b.pod_namespace}, std::pair{"Node", &b.node}}) {
     if (value->empty()) return fail(ErrorCode::kInvalidArgument, "ExtenderBindingArgs: {}: missing", field);
@@ -269,9 +266,9 @@ Result<PreemptionArgs> parse_preemption_args(std::string_view body) {
           const json& p = (*pods)[i];
           std::string uid;
           if (meta) {
-            uid = p.is_object() ? str_or(p, "UID") : "";
+            uid = p.is_object() ? k8s::api::text(p, {"UID"}) : "";
           } else if (p.is_object() && p.contains("metadata") && p["metadata"].is_object()) {
-            uid = str_or(p["metadata"], "uid");
+            uid = k8s::api::text(p["metadata"], {"uid"});
           }
           if (uid.empty()) return fail(ErrorCode::kInvalidArgument, "{}.Pods[{}]: no UID", path, i);
           victims.uids.push_back(std::move(uid));
