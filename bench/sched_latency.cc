@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "sched/framework.h"
+#include "framework/framework.h"
 #include "sim/trace.h"
 
 namespace {

@@ -43,9 +43,9 @@
 #include "k8s/gpu_assignment.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "sched/fragmentation.h"
+#include "framework/fragmentation.h"
 #include "scheduler/metrics.h"
-#include "sched/framework.h"
+#include "framework/framework.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
-#include "sched/framework.h"
+#include "framework/framework.h"
 #include "scheduler/server.h"
 
 namespace kgpu::cli {

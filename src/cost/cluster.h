@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sched/cluster.h"
+#include "framework/cluster.h"
 
 namespace kgpu::kube {
 class Client;

@@ -11,9 +11,9 @@
 #include <set>
 
 #include "gpu/mig.h"
-#include "sched/cluster.h"
-#include "sched/fragmentation.h"
-#include "sched/framework.h"
+#include "framework/cluster.h"
+#include "framework/fragmentation.h"
+#include "framework/framework.h"
 
 namespace kgpu::cost {
 

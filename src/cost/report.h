@@ -26,7 +26,7 @@
 #include "cost/cluster.h"
 #include "cost/prices.h"
 #include "cost/usage.h"
-#include "sched/cluster.h"
+#include "framework/cluster.h"
 
 namespace kgpu::cost {
 

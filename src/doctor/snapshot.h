@@ -33,7 +33,7 @@
 #include "common/error.h"
 #include "k8s/document.h"
 #include "k8s/objects.h"
-#include "sched/k8s_adapter.h"
+#include "framework/k8s_adapter.h"
 
 namespace kgpu::doctor {
 

@@ -1,6 +1,6 @@
 // The Kubernetes API's matching rules over plain strings: a toleration against a taint, a node
 // selector requirement against a label value. Header-only with no dependencies, so that the
-// Kubernetes object views (kgpu_k8s) and the scheduler's model (kgpu_sched, which does not link
+// Kubernetes object views (kgpu_k8s) and the scheduler's model (kgpu_framework, which does not link
 // kgpu_k8s) answer these questions with one implementation.
 //
 // Thread safety: pure functions.

@@ -12,7 +12,7 @@
 #include "k8s/predicates.h"
 #include "k8s/quantity.h"
 #include "kube/client.h"
-#include "sched/cluster.h"
+#include "framework/cluster.h"
 
 namespace kgpu::scheduler {
 

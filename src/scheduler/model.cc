@@ -9,7 +9,7 @@
 
 #include "common/timestamp.h"
 #include "k8s/objects.h"
-#include "sched/k8s_adapter.h"
+#include "framework/k8s_adapter.h"
 
 namespace kgpu::scheduler {
 

@@ -22,9 +22,9 @@
 
 #include "k8s/api/objects.h"
 #include "k8s/gpu_assignment.h"
-#include "sched/cluster.h"
-#include "sched/fragmentation.h"
-#include "sched/framework.h"
+#include "framework/cluster.h"
+#include "framework/fragmentation.h"
+#include "framework/framework.h"
 #include "scheduler/metrics.h"
 #include "scheduler/scheduler.h"
 

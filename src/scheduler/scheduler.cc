@@ -11,7 +11,7 @@
 #include "k8s/objects.h"
 #include "kube/client.h"
 #include "kube/events.h"
-#include "sched/k8s_adapter.h"
+#include "framework/k8s_adapter.h"
 #include "scheduler/model.h"
 
 namespace kgpu::scheduler {

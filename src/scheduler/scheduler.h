@@ -47,7 +47,7 @@
 #include "common/error.h"
 #include "k8s/api/objects.h"
 #include "k8s/gpu_assignment.h"
-#include "sched/framework.h"
+#include "framework/framework.h"
 #include "scheduler/claims.h"
 #include "scheduler/extender.h"
 

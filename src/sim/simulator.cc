@@ -12,7 +12,7 @@
 
 #include <time.h>
 
-#include "sched/framework.h"
+#include "framework/framework.h"
 
 namespace kgpu::sim {
 

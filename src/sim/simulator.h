@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sched/cluster.h"
-#include "sched/framework.h"
+#include "framework/cluster.h"
+#include "framework/framework.h"
 
 namespace kgpu::sim {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sched/cluster.h"
+#include "framework/cluster.h"
 
 namespace kgpu::sim {
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "sched/framework.h"
+#include "framework/framework.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
 

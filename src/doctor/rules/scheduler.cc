@@ -6,7 +6,7 @@
 
 #include "doctor/diagnoser.h"
 #include "k8s/gpu_resources.h"
-#include "sched/k8s_adapter.h"
+#include "framework/k8s_adapter.h"
 
 namespace kgpu::doctor::detail {
 

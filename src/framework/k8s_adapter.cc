@@ -1,4 +1,4 @@
-#include "sched/k8s_adapter.h"
+#include "framework/k8s_adapter.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "sched/cluster.h"
+#include "framework/cluster.h"
 
 #include <algorithm>
 #include <atomic>

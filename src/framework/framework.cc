@@ -1,4 +1,4 @@
-#include "sched/framework.h"
+#include "framework/framework.h"
 
 #include <fmt/format.h>
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sched/cluster.h"
-#include "sched/fragmentation.h"
+#include "framework/cluster.h"
+#include "framework/fragmentation.h"
 
 namespace kgpu::sched {
 

@@ -25,8 +25,8 @@
 
 #include "k8s/document.h"
 #include "k8s/objects.h"
-#include "sched/cluster.h"
-#include "sched/framework.h"
+#include "framework/cluster.h"
+#include "framework/framework.h"
 
 namespace kgpu::sched {
 

@@ -1,4 +1,4 @@
-#include "sched/fragmentation.h"
+#include "framework/fragmentation.h"
 
 #include <algorithm>
 #include <array>

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sched/cluster.h"
+#include "framework/cluster.h"
 
 namespace kgpu::sched {
 
