@@ -7,7 +7,7 @@
 
 #include "common/files.h"
 #include "common/timestamp.h"
-#include "cost/report.h"
+#include "report/report.h"
 #include "kube/client.h"
 #include "prom/client.h"
 

@@ -2,9 +2,9 @@
 // the report over hand-made usage (MIG pods, shares, pods without metrics).
 #include <gtest/gtest.h>
 
-#include "cost/cluster.h"
-#include "cost/prices.h"
-#include "cost/report.h"
+#include "report/cluster.h"
+#include "report/prices.h"
+#include "report/report.h"
 
 namespace kgpu::cost {
 namespace {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
-#include "cost/cluster.h"
+#include "report/cluster.h"
 #include "k8s/api/objects.h"
 #include "k8s/gpu_assignment.h"
 #include "scheduler/scheduler.h"

@@ -1,9 +1,9 @@
 // Fuzz target: cost::parse_prices (`kgpu report --prices`) over any bytes. Contract
-// (src/cost/prices.h): a document it cannot use is an error value naming the source; an accepted
+// (src/report/prices.h): a document it cannot use is an error value naming the source; an accepted
 // one has non-negative finite prices and a price for every model it lists.
 #include <cmath>
 
-#include "cost/prices.h"
+#include "report/prices.h"
 #include "fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "cost/cluster.h"
-#include "cost/prices.h"
-#include "cost/usage.h"
+#include "report/cluster.h"
+#include "report/prices.h"
+#include "report/usage.h"
 #include "framework/cluster.h"
 
 namespace kgpu::cost {

@@ -1,4 +1,4 @@
-#include "cost/usage.h"
+#include "report/usage.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cost/prices.h"
+#include "report/prices.h"
 
 #include <yaml-cpp/yaml.h>
 

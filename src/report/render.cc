@@ -6,7 +6,7 @@
 
 #include "common/strings.h"
 #include "common/timestamp.h"
-#include "cost/report.h"
+#include "report/report.h"
 
 namespace kgpu::cost {
 

@@ -1,4 +1,4 @@
-#include "cost/report.h"
+#include "report/report.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cost/cluster.h"
+#include "report/cluster.h"
 
 #include <fmt/format.h>
 
