@@ -16,8 +16,8 @@
 
 #include "dra/slices.h"
 #include "integration/test_env.h"
-#include "kube/client.h"
-#include "kube/config.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
 
 using kgpu::dra::DeviceHealth;
 using kgpu::dra::PublishedDevice;

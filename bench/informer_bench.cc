@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/test_env.h"
-#include "kube/client.h"
-#include "kube/config.h"
-#include "kube/informer.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
+#include "apiclient/informer.h"
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;

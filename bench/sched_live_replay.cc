@@ -41,8 +41,8 @@
 
 #include "integration/test_env.h"
 #include "k8s/gpu_assignment.h"
-#include "kube/client.h"
-#include "kube/config.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
 #include "framework/fragmentation.h"
 #include "scheduler/metrics.h"
 #include "framework/framework.h"

@@ -16,8 +16,8 @@
 #include "common/files.h"
 #include "common/http_server.h"
 #include "common/log.h"
-#include "kube/client.h"
-#include "kube/config.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
 #include "k8s/gpu_assignment.h"
 
 namespace kgpu::agent {

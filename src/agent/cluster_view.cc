@@ -2,8 +2,8 @@
 
 #include "common/log.h"
 #include "k8s/api/json.h"
-#include "kube/client.h"
-#include "kube/informer.h"
+#include "apiclient/client.h"
+#include "apiclient/informer.h"
 
 namespace kgpu::agent {
 

@@ -7,7 +7,7 @@
 
 #include "agent/plugin_manager_internal.h"
 #include "common/log.h"
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 namespace kgpu::agent {
 

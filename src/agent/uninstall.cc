@@ -6,7 +6,7 @@
 
 #include "common/log.h"
 #include "k8s/api/json.h"
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 namespace kgpu::agent {
 

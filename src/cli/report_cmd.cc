@@ -8,7 +8,7 @@
 #include "common/files.h"
 #include "common/timestamp.h"
 #include "report/report.h"
-#include "kube/client.h"
+#include "apiclient/client.h"
 #include "prom/client.h"
 
 namespace kgpu::cli {

@@ -6,8 +6,8 @@
 
 #include "common/files.h"
 #include "common/strings.h"
-#include "kube/client.h"
-#include "kube/config.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
 #include "prom/client.h"
 #include "top/cluster.h"
 #include "top/prometheus_source.h"

@@ -8,8 +8,8 @@
 
 #include "common/timestamp.h"
 #include "k8s/gpu_resources.h"
-#include "kube/client.h"
-#include "kube/config.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
 
 namespace kgpu::doctor {
 

@@ -1,4 +1,4 @@
-// `kgpu doctor --collect` and live mode: reads the cluster through kgpu's API client (src/kube,
+// `kgpu doctor --collect` and live mode: reads the cluster through kgpu's API client (src/apiclient,
 // configured as kubectl is: --kubeconfig, $KUBECONFIG, ~/.kube/config or the pod's service
 // account, --context) and builds a snapshot, the one JSON file docs/doctor.md describes: a `List`
 // of the cluster's objects, one SnapshotInfo item and one ContainerLog item per collected log.

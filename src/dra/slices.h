@@ -38,7 +38,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 namespace kgpu::dra {
 

@@ -7,7 +7,7 @@
 #include "common/timestamp.h"
 #include "k8s/api/json.h"
 #include "k8s/api/objects.h"
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 namespace kgpu::cost {
 

@@ -11,7 +11,7 @@
 #include "k8s/api/json.h"
 #include "k8s/predicates.h"
 #include "k8s/quantity.h"
-#include "kube/client.h"
+#include "apiclient/client.h"
 #include "framework/cluster.h"
 
 namespace kgpu::scheduler {

@@ -9,8 +9,8 @@
 #include "k8s/api/json.h"
 #include "k8s/gpu_assignment.h"
 #include "k8s/objects.h"
-#include "kube/client.h"
-#include "kube/events.h"
+#include "apiclient/client.h"
+#include "apiclient/events.h"
 #include "framework/k8s_adapter.h"
 #include "scheduler/model.h"
 

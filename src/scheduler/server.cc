@@ -9,10 +9,10 @@
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/strings.h"
-#include "kube/client.h"
-#include "kube/events.h"
-#include "kube/informer.h"
-#include "kube/leader.h"
+#include "apiclient/client.h"
+#include "apiclient/events.h"
+#include "apiclient/informer.h"
+#include "apiclient/leader.h"
 
 namespace kgpu::scheduler {
 

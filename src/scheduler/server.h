@@ -20,7 +20,7 @@
 #include <chrono>
 #include <string>
 
-#include "kube/config.h"
+#include "apiclient/config.h"
 #include "scheduler/scheduler.h"
 
 namespace kgpu::scheduler {

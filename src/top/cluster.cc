@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "k8s/api/json.h"
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 namespace kgpu::top {
 

@@ -14,10 +14,10 @@
 #include "common/base64.h"
 #include "standin.h"
 #include "test_env.h"
-#include "kube/client.h"
-#include "kube/config.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
 #include "common/timestamp.h"
-#include "kube/credentials.h"
+#include "apiclient/credentials.h"
 
 namespace kgpu::kube {
 namespace {

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <thread>
 
-#include "kube/events.h"
-#include "kube/informer.h"
-#include "kube/leader.h"
+#include "apiclient/events.h"
+#include "apiclient/informer.h"
+#include "apiclient/leader.h"
 #include "standin.h"
 #include "test_env.h"
 

@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <string>
 
-#include "kube/client.h"
-#include "kube/config.h"
-#include "kube/leader.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
+#include "apiclient/leader.h"
 
 namespace {
 std::atomic<bool> g_stop{false};

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kube/client.h"
+#include "apiclient/client.h"
 #include "test_env.h"
 
 namespace kgpu::testing {

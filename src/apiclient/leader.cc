@@ -1,4 +1,4 @@
-#include "kube/leader.h"
+#include "apiclient/leader.h"
 
 #include "common/timestamp.h"
 

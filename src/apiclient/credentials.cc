@@ -1,4 +1,4 @@
-#include "kube/credentials.h"
+#include "apiclient/credentials.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "common/json_guard.h"
-#include "kube/credentials.h"
+#include "apiclient/credentials.h"
 
 namespace kgpu::kube {
 

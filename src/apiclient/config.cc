@@ -1,4 +1,4 @@
-#include "kube/config.h"
+#include "apiclient/config.h"
 
 #include <yaml-cpp/yaml.h>
 

@@ -31,7 +31,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 namespace kgpu::kube {
 

@@ -30,7 +30,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "kube/config.h"
+#include "apiclient/config.h"
 
 namespace kgpu::kube {
 

@@ -1,4 +1,4 @@
-#include "kube/informer.h"
+#include "apiclient/informer.h"
 
 #include <random>
 

@@ -16,7 +16,7 @@
 #include <functional>
 #include <string>
 
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 namespace kgpu::kube {
 

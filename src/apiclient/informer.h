@@ -30,7 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kube/client.h"
+#include "apiclient/client.h"
 
 namespace kgpu::kube {
 

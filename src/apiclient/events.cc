@@ -1,4 +1,4 @@
-#include "kube/events.h"
+#include "apiclient/events.h"
 
 #include <fmt/format.h>
 
