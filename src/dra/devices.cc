@@ -66,9 +66,7 @@ std::optional<Device> mig_device(const gpu::Inventory& inv, const gpu::GpuInfo& 
   d.compute_instance_id = m.compute_instance_id;
   d.profile = m.profile;
   d.pci_bus_id = g.pci.bus_id.empty() ? std::string() : published_bus_id(g.pci.bus_id);
-  std::string profile_part = m.profile;
-  std::erase(profile_part, '.');
-  d.name = fmt::format("gpu-{}-mig-{}-{}-{}", d.minor, rfc1123_name(profile_part), *m.profile_id, *m.placement_start);
+  d.name = gpu::dra_mig_name(d.minor, m.profile, *m.profile_id, *m.placement_start);
 
   common_attributes(inv, g, options, d.attributes, problems);
   d.attributes["type"] = std::string("mig");
@@ -98,22 +96,6 @@ std::optional<Device> mig_device(const gpu::Inventory& inv, const gpu::GpuInfo& 
 }  // namespace
 
 const char* device_type_name(DeviceType t) { return t == DeviceType::kMig ? "mig" : "gpu"; }
-
-std::string rfc1123_name(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (char c : name) {
-    if ((static_cast<unsigned char>(c) & 0xC0) == 0x80) continue;  // one '-' per UTF-8 sequence
-    const auto u = static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)));
-    out.push_back((std::isalnum(u) != 0 && u < 0x80) || u == '-' || u == '.' ? static_cast<char>(u) : '-');
-  }
-  const size_t first = out.find_first_not_of('-');
-  if (first == std::string::npos) return {};
-  out = out.substr(first, out.find_last_not_of('-') - first + 1);
-  if (out.ends_with('.')) out.pop_back();
-  if (out.size() > 253) out.resize(253);
-  return out;
-}
 
 Result<cel::Semver> loose_version(std::string_view text) {
   const auto bad = [&](std::string_view why) {
@@ -204,7 +186,7 @@ DeviceSet build_devices(const gpu::Inventory& inv, const BuildOptions& options) 
     d.minor = *g.minor_number;
     d.uuid = g.uuid;
     d.pci_bus_id = g.pci.bus_id.empty() ? std::string() : published_bus_id(g.pci.bus_id);
-    d.name = fmt::format("gpu-{}", d.minor);
+    d.name = gpu::dra_gpu_name(d.minor);
     common_attributes(inv, g, options, d.attributes, out.problems);
     d.attributes["type"] = std::string("gpu");
     d.attributes["uuid"] = g.uuid;

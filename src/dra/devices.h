@@ -1,10 +1,8 @@
 // The DRA device model: the node's GPUs and MIG devices as NVIDIA's DRA driver (gpu.nvidia.com)
 // publishes them in ResourceSlices, built from the NVML inventory (gpu::Inventory).
 //
-// Names (as NVIDIA's driver forms them): a whole GPU is `gpu-<minor>`; a MIG device is
-// `gpu-<parent minor>-mig-<profile>-<GI profile id>-<placement start>`, where <profile> is the
-// profile name without dots, lower-cased, every character outside [a-z0-9-] turned into '-'
-// and leading/trailing '-' trimmed ("1g.10gb+me" -> "1g10gb-me").
+// Names (as NVIDIA's driver forms them): gpu/dra_names.h (`gpu-<minor>`, MIG devices
+// `gpu-<parent minor>-mig-<profile>-<GI profile id>-<placement start>`).
 //
 // A GPU with MIG enabled publishes only its MIG devices (none when it has none); a lost GPU,
 // or one without the facts a name needs (minor number; MIG profile id and placement), is left
@@ -30,6 +28,7 @@
 
 #include "cel/cel.h"
 #include "common/error.h"
+#include "gpu/dra_names.h"
 #include "gpu/types.h"
 #include "k8s/quantity.h"
 
@@ -74,8 +73,7 @@ struct BuildOptions {
 
 DeviceSet build_devices(const gpu::Inventory& inventory, const BuildOptions& options = {});
 
-// `name` made a valid device-name part as NVIDIA's driver does (see above).
-std::string rfc1123_name(std::string_view name);
+using gpu::rfc1123_name;  // gpu/dra_names.h
 
 // A driver, CUDA or compute-capability version as a semantic version, the way NVIDIA's driver
 // reads it (Masterminds semver, loose): an optional 'v', one to three numeric parts, missing

@@ -152,13 +152,13 @@ std::optional<std::string> ProcessResolver::pod_uid(const std::string& ns, const
 
 std::vector<kubelet::ContainerDevice> claim_devices(const std::vector<kubelet::ContainerClaimDevice>& listed,
                                                     std::string_view driver, std::string_view pool,
-                                                    const std::vector<dra::Device>& devices) {
+                                                    const std::vector<gpu::DraName>& devices) {
   std::vector<kubelet::ContainerDevice> out;
   if (driver.empty()) return out;
   for (const auto& c : listed) {
     if (c.driver != driver || c.pool != pool) continue;
-    const dra::Device* d = dra::find_device(devices, c.device);
-    if (d == nullptr || d->uuid.empty()) continue;
+    const auto d = std::ranges::find(devices, c.device, &gpu::DraName::name);
+    if (d == devices.end() || d->uuid.empty()) continue;
     out.push_back({c.ns, c.pod, c.container, std::string(driver), d->uuid});
   }
   return out;

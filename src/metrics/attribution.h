@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "common/clock.h"
-#include "dra/devices.h"
+#include "gpu/dra_names.h"
 #include "kubelet/pod_resources.h"
 #include "metrics/frame.h"
 
@@ -56,12 +56,12 @@ class ProcessResolver {
 
 // The DRA claim devices PodResources lists that are this node's: driver `driver`, pool `pool` (a
 // node-local driver's pool is the node's name), a device name found among `devices`
-// (dra::build_devices of the node's inventory: gpu-<minor>, or a MIG device's name). Each becomes
+// (gpu::dra_names of the node's inventory: gpu-<minor>, or a MIG device's name). Each becomes
 // a device-plugin-style entry (resource = the driver name, device_id = the device's UUID, GPU-...
 // or MIG-...), so the device is attributed to the container as a device-plugin device is. Claim
 // devices of other drivers or pools, and names the node does not have, are left out.
 std::vector<kubelet::ContainerDevice> claim_devices(const std::vector<kubelet::ContainerClaimDevice>& listed,
                                                     std::string_view driver, std::string_view pool,
-                                                    const std::vector<dra::Device>& devices);
+                                                    const std::vector<gpu::DraName>& devices);
 
 }  // namespace kgpu::metrics

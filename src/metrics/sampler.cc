@@ -112,7 +112,7 @@ void Sampler::refresh_inventory() {
       mig_by_uuid_[m.uuid] = {g.index, m.gpu_instance_id};
     }
   }
-  if (!opt_.dra_driver.empty()) dra_devices_ = dra::build_devices(*inv).devices;
+  if (!opt_.dra_driver.empty()) dra_devices_ = gpu::dra_names(*inv);
 }
 
 bool Sampler::is_gpu_resource(const std::string& r) const {

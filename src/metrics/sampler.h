@@ -169,7 +169,7 @@ class Sampler {
   uint64_t samples_ = 0;
   int samples_since_inventory_ = 0;
   Clock::SteadyTime last_unknown_refresh_{};
-  std::vector<dra::Device> dra_devices_;  // the inventory's DRA devices (with dra_driver set)
+  std::vector<gpu::DraName> dra_devices_;  // the inventory's DRA device names (with dra_driver set)
 
   // Shared with the event and poll threads.
   mutable std::mutex mu_;
