@@ -10,7 +10,6 @@
 namespace kgpu::kube {
 
 using nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -24,7 +23,7 @@ std::string suffix() {
 }  // namespace
 
 EventRecorder::EventRecorder(Client& client, EventRecorderOptions options)
-    : client_(client), options_(std::move(options)), expired_at_(SteadyClock::now()), writer_([this] { run(); }) {}
+    : client_(client), options_(std::move(options)), expired_at_(options_.clock->steady_now()), writer_([this] { run(); }) {}
 
 EventRecorder::~EventRecorder() {
   {
@@ -45,7 +44,7 @@ uint64_t EventRecorder::writes() const {
   return writes_;
 }
 
-bool EventRecorder::take_token(const std::string& object, SteadyClock::time_point now) {
+bool EventRecorder::take_token(const std::string& object, Clock::SteadyTime now) {
   auto [it, fresh] = buckets_.try_emplace(object);
   Bucket& b = it->second;
   if (fresh) {
@@ -78,14 +77,14 @@ bool EventRecorder::enqueue(Write w) {
   return true;
 }
 
-void EventRecorder::queue_series(Series& s, SteadyClock::time_point now) {
+void EventRecorder::queue_series(Series& s, Clock::SteadyTime now) {
   if (s.count == s.queued_count) return;
   Write w{false, s.ns, s.name, {}, json{{"series", {{"count", s.count}, {"lastObservedTime", s.last_observed}}}}};
   if (enqueue(std::move(w))) s.queued_count = s.count;
   s.last_write = now;
 }
 
-void EventRecorder::expire_series(SteadyClock::time_point now) {
+void EventRecorder::expire_series(Clock::SteadyTime now) {
   // At most once a second, so a record() costs a lookup, not a walk over every series.
   if (now - expired_at_ < std::chrono::seconds(1)) return;
   expired_at_ = now;
@@ -104,8 +103,8 @@ void EventRecorder::record(const EventTarget& regarding, const std::string& type
   const std::string r = cut(reason, 128), a = cut(action, 128), n = cut(note, 1024);
   const std::string object = fmt::format("{}|{}|{}|{}", regarding.kind, regarding.ns, regarding.name, regarding.uid);
   const std::string key = fmt::format("{}|{}|{}|{}|{}", object, type, r, a, n);
-  const auto now = SteadyClock::now();
-  const std::string observed = format_rfc3339(std::chrono::system_clock::now(), 6);
+  const auto now = options_.clock->steady_now();
+  const std::string observed = format_rfc3339(options_.clock->system_now(), 6);
   std::lock_guard lock(mu_);
   expire_series(now);
   if (auto it = series_.find(key); it != series_.end()) {
@@ -142,14 +141,14 @@ void EventRecorder::record(const EventTarget& regarding, const std::string& type
 
 bool EventRecorder::flush(std::chrono::milliseconds wait) {
   std::unique_lock lock(mu_);
-  const auto now = SteadyClock::now();
+  const auto now = options_.clock->steady_now();
   for (auto& [k, s] : series_) queue_series(s, now);
   const auto done = [&] { return queue_.empty() && !busy_; };
   if (wait == std::chrono::milliseconds::max()) {
     idle_.wait(lock, done);
     return true;
   }
-  return idle_.wait_for(lock, wait, done);
+  return options_.clock->wait_for(idle_, lock, wait, done);
 }
 
 void EventRecorder::run() {

@@ -32,6 +32,7 @@
 #include <unordered_map>
 
 #include "apiclient/client.h"
+#include "common/clock.h"
 
 namespace kgpu::kube {
 
@@ -44,6 +45,9 @@ struct EventRecorderOptions {
   double qps = 1.0 / 300;    // distinct events per regarding object, after the burst
   size_t max_objects = 4096;  // regarding objects whose buckets are kept
   size_t queue_limit = 1000;  // writes waiting for the writer
+  // Steady time for the token buckets and series windows, system time for eventTime and
+  // lastObservedTime, and flush()'s bounded wait (common/clock.h).
+  Clock* clock = &Clock::real();
 };
 
 // What an event is about: a v1 ObjectReference ({kind, namespace, name, uid, apiVersion}).
@@ -72,12 +76,12 @@ class EventRecorder {
     std::string ns, name;  // the Event object
     int64_t count = 1;
     int64_t queued_count = 1;  // the count the last queued write carries
-    std::chrono::steady_clock::time_point last_seen, last_write;
+    Clock::SteadyTime last_seen, last_write;
     std::string last_observed;  // MicroTime
   };
   struct Bucket {
     double tokens;
-    std::chrono::steady_clock::time_point refilled;
+    Clock::SteadyTime refilled;
     std::list<std::string>::iterator lru;
   };
   struct Write {
@@ -87,10 +91,10 @@ class EventRecorder {
     nlohmann::json body;
   };
 
-  bool take_token(const std::string& object, std::chrono::steady_clock::time_point now);
+  bool take_token(const std::string& object, Clock::SteadyTime now);
   bool enqueue(Write w);  // false (and counted) when the queue is full
-  void queue_series(Series& s, std::chrono::steady_clock::time_point now);
-  void expire_series(std::chrono::steady_clock::time_point now);
+  void queue_series(Series& s, Clock::SteadyTime now);
+  void expire_series(Clock::SteadyTime now);
   void run();
 
   Client& client_;
@@ -102,7 +106,7 @@ class EventRecorder {
   std::list<std::string> lru_;  // most recently used first
   std::deque<Write> queue_;
   bool busy_ = false, stop_ = false;
-  std::chrono::steady_clock::time_point expired_at_;
+  Clock::SteadyTime expired_at_;
   uint64_t dropped_ = 0, writes_ = 0;
   std::thread writer_;
 };

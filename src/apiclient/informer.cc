@@ -253,13 +253,13 @@ bool Informer::watch_once(bool& gone) {
     std::lock_guard lock(mu_);
     ++stats_.watches;
   }
-  auto next_resync = std::chrono::steady_clock::now() + options_.resync;
+  auto next_resync = options_.clock->steady_now() + options_.resync;
   auto r = client_.watch(
       options_.resource, options_.ns, wo,
       [&](WatchEvent&& ev) {
         apply(ev.type, std::move(ev.object));
-        if (options_.resync.count() > 0 && std::chrono::steady_clock::now() >= next_resync) {
-          next_resync = std::chrono::steady_clock::now() + options_.resync;
+        if (options_.resync.count() > 0 && options_.clock->steady_now() >= next_resync) {
+          next_resync = options_.clock->steady_now() + options_.resync;
           for (const auto& o : list()) {
             for (const auto& h : handlers_) {
               if (h.on_update) h.on_update(o, o);
@@ -287,7 +287,7 @@ void Informer::sleep_backoff(std::chrono::milliseconds& backoff) {
   const auto wait = std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(backoff.count()) * jitter(rng)));
   backoff = std::min(backoff * 2, options_.max_backoff);
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, wait, [this] { return stop_.load(); });
+  options_.clock->wait_for(cv_, lock, wait, [this] { return stop_.load(); });
 }
 
 void Informer::run() {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "apiclient/client.h"
+#include "common/clock.h"
 
 namespace kgpu::kube {
 
@@ -45,6 +46,9 @@ struct InformerOptions {
   int64_t page_size = 500;
   std::chrono::milliseconds initial_backoff{200};
   std::chrono::milliseconds max_backoff{30'000};
+  // Steady time for the resync period and the waits between failed lists and watches
+  // (common/clock.h; stop() wakes a wait on any clock).
+  Clock* clock = &Clock::real();
   // Applied to every object before it is cached (after managedFields is dropped).
   std::function<void(nlohmann::json&)> transform;
 };

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "apiclient/client.h"
+#include "common/clock.h"
 
 namespace kgpu::kube {
 
@@ -28,6 +29,9 @@ struct LeaderElectionConfig {
   std::chrono::milliseconds renew_deadline{10'000};
   std::chrono::milliseconds retry_period{2'000};
   bool release_on_stop = true;
+  // Steady time for the lease's expiry and the renew deadline, system time for renewTime, and the
+  // waits between attempts (common/clock.h); a FakeClock moves a whole election in no time.
+  Clock* clock = &Clock::real();
   std::function<void()> on_started_leading;
   std::function<void()> on_stopped_leading;
   std::function<void(const std::string& identity)> on_new_leader;  // every change of holder seen

@@ -12,6 +12,7 @@
 #include "apiclient/events.h"
 #include "apiclient/informer.h"
 #include "apiclient/leader.h"
+#include "common/clock.h"
 #include "standin.h"
 #include "test_env.h"
 
@@ -158,6 +159,48 @@ TEST(LeaderElection, KilledLeaderIsReplacedWithinTheLeaseDuration) {
   EXPECT_NE(slurp(d.path() / "b").find("b stopped"), std::string::npos);
 }
 
+// The same election on a fake clock: the 15 s lease and 2 s retries of client-go's defaults pass
+// in no real time, and a leader that stopped renewing (killed: no release) is replaced only once
+// its lease has run out on the successor's clock.
+TEST(LeaderElection, OnAFakeClockTheLeaseRunsOutBeforeASuccessorTakesOver) {
+  StandIn server;
+  auto client = client_for(token_config(server));
+  FakeClock clock;
+  const auto config = [&](const std::string& id, std::atomic<bool>* leading, Clock::SteadyTime* since) {
+    LeaderElectionConfig c;
+    c.name = "kgpu-scheduler";
+    c.identity = id;
+    c.release_on_stop = false;  // as if killed
+    c.clock = &clock;
+    c.on_started_leading = [&clock, leading, since] {
+      *since = clock.steady_now();
+      *leading = true;
+    };
+    return c;
+  };
+  std::atomic<bool> a_leading{false}, b_leading{false}, stop_a{false}, stop_b{false};
+  Clock::SteadyTime a_since{}, b_since{};
+  LeaderElector a(*client, config("a", &a_leading, &a_since));
+  std::thread ta([&] { a.run(stop_a); });
+  ASSERT_TRUE(eventually([&] { return a_leading.load(); }));
+  stop_a = true;
+  ta.join();
+  LeaderElector b(*client, config("b", &b_leading, &b_since));
+  std::thread tb([&] { b.run(stop_b); });
+  ASSERT_TRUE(eventually([&] { return b.observed_holder() == "a"; }));
+  for (int s = 0; s < 40 && !b_leading; ++s) {
+    clock.advance(std::chrono::seconds(1));
+    eventually([&] { return b_leading.load(); }, std::chrono::milliseconds(20));
+  }
+  stop_b = true;
+  tb.join();
+  ASSERT_TRUE(b_leading);
+  EXPECT_GT(b_since - a_since, std::chrono::seconds(15));  // never before a's lease ran out
+  const json lease = *client->get(resources::kLeases, "kube-system", "kgpu-scheduler");
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "b");
+  EXPECT_EQ(lease["spec"]["leaseTransitions"], 1);
+}
+
 TEST(Events, IdenticalEventsBecomeOneSeries) {
   StandIn server;
   auto c = client_for(token_config(server));
@@ -208,6 +251,31 @@ TEST(Events, SeriesWritesAreThrottledAndDistinctEventsLimitedPerObject) {
       EXPECT_EQ(e["series"]["count"], 1000);
     }
   }
+}
+
+// The per-object token bucket refills on the recorder's clock: on a fake one, five minutes pass
+// at once and the next distinct event is written again.
+TEST(Events, TokensRefillOnTheRecordersClock) {
+  StandIn server;
+  auto c = client_for(token_config(server));
+  FakeClock clock;
+  EventRecorderOptions o;
+  o.reporting_controller = "kgpu.io/scheduler";
+  o.reporting_instance = "kgpu-0";
+  o.burst = 2;  // qps stays client-go's 1 per 300 s
+  o.clock = &clock;
+  EventRecorder rec(*c, o);
+  const EventTarget pod{"v1", "Pod", "default", "p", ""};
+  for (int i = 0; i < 3; ++i) rec.record(pod, "Normal", "Scheduled", "Binding", "note " + std::to_string(i));
+  EXPECT_EQ(rec.dropped(), 1u);
+  clock.advance(std::chrono::seconds(299));
+  rec.record(pod, "Normal", "Scheduled", "Binding", "note 3");
+  EXPECT_EQ(rec.dropped(), 2u);  // not a whole token yet
+  clock.advance(std::chrono::seconds(2));
+  rec.record(pod, "Normal", "Scheduled", "Binding", "note 4");
+  EXPECT_EQ(rec.dropped(), 2u);
+  rec.flush();
+  EXPECT_EQ(rec.writes(), 3u);
 }
 
 TEST(Events, RecordNeverWaitsOnTheApiAndTheQueueIsBounded) {
