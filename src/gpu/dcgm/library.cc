@@ -1,7 +1,5 @@
 #include "gpu/dcgm/library.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdlib>
 
@@ -22,43 +20,24 @@ constexpr const char* kRequired[] = {"dcgmInit",
 }  // namespace
 
 Result<std::unique_ptr<Library>> Library::open(const std::string& path) {
-  std::vector<std::string> candidates;
-  if (!path.empty()) {
-    candidates.push_back(path);
-  } else if (const char* env = std::getenv(kLibraryEnv); env != nullptr && *env != '\0') {
-    candidates.push_back(env);
-  } else {
-    for (const char* name : kDefaultLibraries) candidates.push_back(name);
-  }
-  std::string tried;
-  for (const auto& candidate : candidates) {
-    dlerror();
-    // RTLD_NODELETE: DCGM starts threads (embedded host engine); its code stays mapped.
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (handle == nullptr) {
-      const char* why = dlerror();
-      if (!tried.empty()) tried += "; ";
-      tried += why != nullptr ? why : candidate + ": unknown reason";
-      continue;
-    }
-    std::unique_ptr<Library> lib(new Library());
-    lib->handle_ = handle;
-    lib->path_ = candidate;
-#define KGPU_DCGM_RESOLVE(name, ret, params)                         \
-  lib->sym_.name = reinterpret_cast<fn::name>(dlsym(handle, #name)); \
+  auto so = SharedLibrary::open_first(
+      SharedLibrary::candidates(path, kLibraryEnv, {std::begin(kDefaultLibraries), std::end(kDefaultLibraries)}));
+  if (!so)
+    return fail(ErrorCode::kNotFound, "cannot load the DCGM library ({}): DCGM does not seem to be installed here",
+                so.error().message);
+  // DCGM starts threads (embedded host engine): SharedLibrary keeps its code mapped.
+  std::unique_ptr<Library> lib(new Library(std::move(*so)));
+#define KGPU_DCGM_RESOLVE(name, ret, params)                              \
+  lib->sym_.name = reinterpret_cast<fn::name>(lib->so_.symbol(#name)); \
   if (lib->sym_.name == nullptr) lib->missing_.push_back(#name);
-    KGPU_DCGM_FUNCTIONS(KGPU_DCGM_RESOLVE)
+  KGPU_DCGM_FUNCTIONS(KGPU_DCGM_RESOLVE)
 #undef KGPU_DCGM_RESOLVE
-    lib->sym_.errorString = reinterpret_cast<fn::errorString>(dlsym(handle, "errorString"));
-    return lib;
-  }
-  return fail(ErrorCode::kNotFound, "cannot load the DCGM library ({}): DCGM does not seem to be installed here",
-              tried);
+  lib->sym_.errorString = reinterpret_cast<fn::errorString>(lib->so_.symbol("errorString"));
+  return lib;
 }
 
 Library::~Library() {
   if (initialized_ && sym_.dcgmShutdown != nullptr) sym_.dcgmShutdown();
-  if (handle_ != nullptr) dlclose(handle_);
 }
 
 std::string Library::error_string(Return r) const {
@@ -83,12 +62,12 @@ Result<void> Library::init(bool remote) {
     return fail(ErrorCode::kNotSupported,
                 "the DCGM library '{}' does not export {}: not a usable DCGM (kgpu needs 3.x "
                 "or 4.x)",
-                path_, lacking);
+                path(), lacking);
   }
   if (initialized_) return {};
   const Return r = sym_.dcgmInit();
   if (r != kOk) {
-    return fail(ErrorCode::kUnavailable, "dcgmInit failed in '{}': {}", path_, error_string(r));
+    return fail(ErrorCode::kUnavailable, "dcgmInit failed in '{}': {}", path(), error_string(r));
   }
   initialized_ = true;
   return {};

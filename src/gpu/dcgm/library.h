@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/shared_library.h"
 #include "gpu/dcgm/abi.h"
 
 namespace kgpu::dcgm {
@@ -47,7 +48,7 @@ class Library {
   // for `remote` or embedded use), then calls dcgmInit (kUnavailable with DCGM's status).
   Result<void> init(bool remote);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return so_.path(); }
   const SymbolTable& symbols() const { return sym_; }
   // Entry points of KGPU_DCGM_FUNCTIONS the library does not export.
   const std::vector<std::string>& missing() const { return missing_; }
@@ -62,9 +63,8 @@ class Library {
   std::string error_string(Return r) const;
 
  private:
-  Library() = default;
-  void* handle_ = nullptr;
-  std::string path_;
+  explicit Library(SharedLibrary so) : so_(std::move(so)) {}
+  SharedLibrary so_;  // closed after the destructor's shutdown call
   SymbolTable sym_;
   std::vector<std::string> missing_;
   bool initialized_ = false;

@@ -1,8 +1,5 @@
 #include "gpu/nvml/library.h"
 
-#include <dlfcn.h>
-
-#include <cstdlib>
 #include <cstring>
 
 namespace kgpu::nvml {
@@ -36,38 +33,28 @@ ErrorCode error_code_for(Return r) {
 }
 
 std::string resolve_library_path(const std::string& flag_value) {
-  if (!flag_value.empty()) return flag_value;
-  if (const char* env = std::getenv(kLibraryEnv); env != nullptr && *env != '\0') return env;
-  return kDefaultLibrary;
+  return SharedLibrary::candidates(flag_value, kLibraryEnv, {kDefaultLibrary}).front();
 }
 
 Result<std::unique_ptr<Library>> Library::open(const std::string& path) {
-  dlerror();
-  // RTLD_NODELETE: the driver's library is never unmapped, even after a failed init: its
-  // thread-local storage and any threads it started must not outlive their code.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (handle == nullptr) {
-    const char* why = dlerror();
+  auto so = SharedLibrary::open_first({path});
+  if (!so)
     return fail(ErrorCode::kNotFound,
                 "cannot load the NVML library '{}' ({}): no NVIDIA driver seems to be installed on this "
                 "machine; install the driver, or point --nvml-library / {} at libnvidia-ml.so.1",
-                path, why != nullptr ? why : "unknown reason", kLibraryEnv);
-  }
-  std::unique_ptr<Library> lib(new Library());
-  lib->handle_ = handle;
-  lib->path_ = path;
-#define KGPU_NVML_RESOLVE(name, params)                              \
-  lib->sym_.name = reinterpret_cast<fn::name>(dlsym(handle, #name)); \
+                path, so.error().message, kLibraryEnv);
+  std::unique_ptr<Library> lib(new Library(std::move(*so)));
+#define KGPU_NVML_RESOLVE(name, params)                                   \
+  lib->sym_.name = reinterpret_cast<fn::name>(lib->so_.symbol(#name)); \
   if (lib->sym_.name == nullptr) ++lib->missing_;
   KGPU_NVML_FUNCTIONS(KGPU_NVML_RESOLVE)
 #undef KGPU_NVML_RESOLVE
-  lib->sym_.nvmlErrorString = reinterpret_cast<fn::nvmlErrorString>(dlsym(handle, "nvmlErrorString"));
+  lib->sym_.nvmlErrorString = reinterpret_cast<fn::nvmlErrorString>(lib->so_.symbol("nvmlErrorString"));
   return lib;
 }
 
 Library::~Library() {
   if (initialized_ && sym_.nvmlShutdown != nullptr) sym_.nvmlShutdown();
-  if (handle_ != nullptr) dlclose(handle_);
 }
 
 std::string Library::error_string(Return r) const {
@@ -82,7 +69,7 @@ std::string Library::error_string(Return r) const {
 
 Result<void> Library::init() {
   if (sym_.nvmlInit_v2 == nullptr) {
-    return fail(ErrorCode::kNotSupported, "'{}' does not export nvmlInit_v2: not a usable NVML library", path_);
+    return fail(ErrorCode::kNotSupported, "'{}' does not export nvmlInit_v2: not a usable NVML library", path());
   }
   const Return r = sym_.nvmlInit_v2();
   if (r == kSuccess) {
@@ -101,7 +88,7 @@ Result<void> Library::init() {
                   "failed to initialize NVML: {}: Driver/library version mismatch: the user-space library ({}) "
                   "and the loaded kernel module are different versions; reboot the node or reload the "
                   "nvidia kernel modules after a driver upgrade",
-                  what, path_);
+                  what, path());
     case kErrorNoPermission:
       return fail(ErrorCode::kPermissionDenied,
                   "failed to initialize NVML: {}: no permission to open /dev/nvidia*; run as root or give the "

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/shared_library.h"
 #include "gpu/nvml/abi.h"
 
 namespace kgpu::nvml {
@@ -46,7 +47,7 @@ class Library {
   // no permission on /dev/nvidia*, ...
   Result<void> init();
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return so_.path(); }
   const SymbolTable& symbols() const { return sym_; }
 
   // Number of symbols of KGPU_NVML_FUNCTIONS the library does not export.
@@ -63,9 +64,8 @@ class Library {
   std::string error_string(Return r) const;
 
  private:
-  Library() = default;
-  void* handle_ = nullptr;
-  std::string path_;
+  explicit Library(SharedLibrary so) : so_(std::move(so)) {}
+  SharedLibrary so_;  // closed after the destructor's shutdown call
   SymbolTable sym_;
   int missing_ = 0;
   bool initialized_ = false;
