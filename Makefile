@@ -51,10 +51,11 @@ test:
 image: build
 	scripts/build-image.sh $(BUILD) $(IMAGE_DIR)
 
-BENCHES = gpu_bench metrics_bench agent_load device_plugin_bench informer_bench sched_latency lint_bench doctor_bench sched_live_replay
+BENCHES = read_model_bench gpu_bench metrics_bench agent_load device_plugin_bench informer_bench sched_latency lint_bench doctor_bench sched_live_replay
 
 bench: build
 	cmake --build $(BUILD) -j $(JOBS) --target $(BENCHES)
+	$(BUILD)/bench/read_model_bench
 	$(BUILD)/bench/gpu_bench
 	$(BUILD)/bench/metrics_bench
 	$(BUILD)/bench/agent_load 20 2000
