@@ -35,6 +35,10 @@
 #include "common/error.h"
 #include "k8s/quantity.h"
 
+namespace kgpu::k8s {
+struct Device;
+}
+
 namespace kgpu::cel {
 
 inline constexpr size_t kMaxExpressionBytes = 10 * 1024;
@@ -61,6 +65,12 @@ struct DeviceInput {
   std::map<std::string, k8s::Quantity, std::less<>> capacity;
   bool allow_multiple_allocations = false;
 };
+
+// The `device` a selector sees for a ResourceSlice device (k8s/objects.h's typed view, from a
+// manifest or from the API through k8s/api/document.h): `driver`, the attributes by their type
+// (int, bool, string, version; a value of another type, or one that does not read as its type,
+// is left out) and the capacities. One reading for doctor and the live allocator.
+DeviceInput device_input(const k8s::Device& device, std::string_view driver);
 
 struct Node;
 

@@ -10,6 +10,7 @@
 
 #include "cel/value.h"
 #include "common/strings.h"
+#include "k8s/objects.h"
 
 namespace kgpu::cel {
 
@@ -876,6 +877,25 @@ std::vector<std::string> Program::capacities_read() const {
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+DeviceInput device_input(const k8s::Device& d, std::string_view driver) {
+  DeviceInput in;
+  in.driver = std::string(driver);
+  for (const auto& [name, a] : d.attributes) {
+    if (a.value == nullptr || !a.value->is_scalar() || a.value->is_null()) continue;
+    if (a.type == "int") {
+      if (auto i = a.value->as_int()) in.attributes[std::string(name)] = *i;
+    } else if (a.type == "bool") {
+      if (auto b = a.value->as_bool()) in.attributes[std::string(name)] = *b;
+    } else if (a.type == "version") {
+      if (auto v = Semver::parse(a.value->text())) in.attributes[std::string(name)] = *v;
+    } else if (a.type == "string" && a.value->is_string()) {
+      in.attributes[std::string(name)] = std::string(a.value->text());
+    }
+  }
+  for (const auto& [name, q] : d.capacity) in.capacity[std::string(name)] = *q;
+  return in;
 }
 
 }  // namespace kgpu::cel

@@ -8,7 +8,9 @@
 
 #include "common/log.h"
 #include "common/timestamp.h"
+#include "k8s/api/document.h"
 #include "k8s/api/json.h"
+#include "k8s/objects.h"
 #include "k8s/predicates.h"
 #include "k8s/quantity.h"
 #include "apiclient/client.h"
@@ -159,38 +161,21 @@ ClaimRec claim_rec(const json& c) {
 
 Slice slice_rec(const json& s) {
   Slice out;
-  out.name = text(at(s, {"metadata"}), {"name"});
-  const json& spec = at(s, {"spec"});
-  out.driver = text(spec, {"driver"});
-  out.node = text(spec, {"nodeName"});
-  out.pool = text(at(spec, {"pool"}), {"name"});
-  if (const auto& g = at(spec, {"pool", "generation"}); g.is_number_integer()) out.generation = g.get<int64_t>();
-  for (const auto& d : list(spec, {"devices"})) {
+  out.name = text(s, {"metadata", "name"});
+  auto doc = k8s::api::document_from_json(s, "ResourceSlice " + out.name, "ResourceSlice", "resource.k8s.io/v1");
+  if (!doc) return out;
+  const auto v = k8s::as_resource_slice(*doc);
+  if (!v) return out;
+  out.driver = std::string(v->driver.value);
+  out.node = std::string(v->node_name.value);
+  out.pool = std::string(v->pool_name.value);
+  out.generation = v->pool_generation.value_or(0);
+  for (const k8s::Device& d : v->devices) {
     Dev dev;
-    dev.name = text(d, {"name"});
-    dev.input.driver = out.driver;
-    if (const auto& attrs = at(d, {"attributes"}); attrs.is_object()) {
-      for (const auto& [name, v] : attrs.items()) {
-        if (!v.is_object()) continue;
-        if (const auto it = v.find("int"); it != v.end() && it->is_number_integer()) {
-          dev.input.attributes[name] = it->get<int64_t>();
-        } else if (const auto b = v.find("bool"); b != v.end() && b->is_boolean()) {
-          dev.input.attributes[name] = b->get<bool>();
-        } else if (const auto str_v = v.find("string"); str_v != v.end() && str_v->is_string()) {
-          dev.input.attributes[name] = str_v->get<std::string>();
-        } else if (const auto ver = v.find("version"); ver != v.end() && ver->is_string()) {
-          if (auto sv = cel::Semver::parse(ver->get<std::string>())) dev.input.attributes[name] = *sv;
-        }
-      }
-    }
-    if (const auto& caps = at(d, {"capacity"}); caps.is_object()) {
-      for (const auto& [name, v] : caps.items()) {
-        const json& val = v.is_object() ? at(v, {"value"}) : v;
-        if (!val.is_string()) continue;
-        if (auto q = k8s::Quantity::parse(val.get<std::string>())) dev.input.capacity[name] = *q;
-      }
-    }
-    for (const auto& t : list(d, {"taints"})) dev.taints.push_back({text(t, {"key"}), text(t, {"value"}), text(t, {"effect"})});
+    dev.name = std::string(d.name);
+    dev.input = cel::device_input(d, out.driver);
+    for (const k8s::Taint& t : d.taints)
+      dev.taints.push_back({std::string(t.key), std::string(t.value), std::string(t.effect)});
     out.devices.push_back(std::move(dev));
   }
   return out;

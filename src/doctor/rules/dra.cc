@@ -9,30 +9,6 @@
 
 namespace kgpu::doctor::detail {
 
-namespace {
-
-// The `device` a selector sees: the slice's driver, attributes by kind, capacities.
-cel::DeviceInput device_input(const k8s::Device& d, sv driver) {
-  cel::DeviceInput in;
-  in.driver = std::string(driver);
-  for (const auto& [name, a] : d.attributes) {
-    if (a.value == nullptr) continue;
-    if (a.type == "int") {
-      if (auto i = a.value->as_int()) in.attributes[std::string(name)] = *i;
-    } else if (a.type == "bool") {
-      if (auto b = a.value->as_bool()) in.attributes[std::string(name)] = *b;
-    } else if (a.type == "version") {
-      if (auto v = cel::Semver::parse(a.value->text())) in.attributes[std::string(name)] = *v;
-    } else {
-      in.attributes[std::string(name)] = std::string(a.value->text());
-    }
-  }
-  for (const auto& [name, q] : d.capacity) in.capacity[std::string(name)] = *q;
-  return in;
-}
-
-}  // namespace
-
 std::optional<Finding> Diagnoser::dra(const PodObj& p) {
   if (s_.nodes.empty()) return std::nullopt;  // snapshot-no-nodes
   Finding f;
@@ -106,7 +82,7 @@ std::optional<Finding> Diagnoser::dra(const PodObj& p) {
     std::vector<std::string> tainted;  // "device key=value:effect", the first few
     for (const auto& sl : s_.slices) {
       for (const auto& d : sl.v.devices) {
-        const cel::DeviceInput in = device_input(d, *sl.v.driver);
+        const cel::DeviceInput in = cel::device_input(d, *sl.v.driver);
         // The class's selectors first, then the request's, each device in turn; an evaluation
         // error aborts the whole allocation in Kubernetes.
         bool ok = true, of_class = true;
