@@ -2,7 +2,7 @@
 # Builds the real Kubernetes control plane the end-to-end tests run against (test/kube/go.mod):
 # kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok, with CGO off, into a
 # cache outside the checkout keyed by the module's pins, so a machine builds them once:
-#   ${KGPU_KUBE_CACHE:-~/.cache/kgpu/kube}/<k8s version>-<hash of go.mod and go.sum>/
+#   ${KGPU_KUBE_CACHE:-~/.cache/kgpu/kube}/<k8s version>-<hash of go.mod's pins and go.sum>/
 # Prints that folder on stdout. Does nothing but print it when the five binaries are there.
 # Exit status 1, with a message naming what is missing, when Go is absent or too old, or the
 # module proxy cannot serve a module of the graph.
@@ -21,7 +21,8 @@ die() { echo "kube-plane: $*" >&2; exit 1; }
 
 version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$mod/go.mod")
 [ -n "$version" ] || die "$mod/go.mod: no requirement on k8s.io/kubernetes"
-key=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)
+# The pins decide the key; comments in go.mod do not.
+key=$( (grep -v '^[[:space:]]*//' "$mod/go.mod"; cat "$mod/go.sum") | sha256sum | cut -c1-12)
 root=${KGPU_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kgpu/kube}
 dest=$root/$version-$key
 

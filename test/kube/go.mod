@@ -1,7 +1,7 @@
 // The Kubernetes control plane the end-to-end tests run against, built from Go modules as test
 // tools (never shipped): kube-apiserver, kube-controller-manager and kube-scheduler from
 // k8s.io/kubernetes, etcd from go.etcd.io/etcd/server/v3, kwok from sigs.k8s.io/kwok.
-// scripts/kube-plane.sh builds them into a cache keyed by KUBE_VERSION; see test/kube/README.md.
+// scripts/kube-plane.sh builds them into a cache keyed by these pins; see test/kube/README.md.
 //
 // k8s.io/kubernetes's own go.mod points every staging module at ./staging and requires it at
 // v0.0.0, so each is pinned here to the v0.X.Y tag of the same release. Never `go get -u`.
