@@ -1,0 +1,135 @@
+"""kgpu's own processes beside a test Cluster (test/kube/cluster.py), and the check list the
+end-to-end tests report through.
+
+Contract: every process started here is registered with the Cluster (`cluster.procs`), so
+`cluster.check()` reports its death with its log tail and `cluster.stop()` ends it first.
+"""
+import os
+import re
+import sys
+import time
+import traceback
+
+from cluster import SOURCE, NotBuilt, Process, tail
+
+# ctest's SKIP_RETURN_CODE for these tests: the control plane is not built and CI is not set.
+SKIPPED = 77
+
+
+class Checks:
+    """Named checks; a failed one prints its detail and fails the run at `finish()`."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, ok, what, detail=""):
+        print(("ok: " if ok else "FAIL: ") + what + ("" if ok or detail == "" else "\n    " + str(detail)[-3000:]),
+              flush=True)
+        if not ok:
+            self.failures.append(what)
+        return ok
+
+    def finish(self):
+        if self.failures:
+            print(f"{len(self.failures)} check(s) failed: " + "; ".join(self.failures), flush=True)
+            return 1
+        print("all checks passed", flush=True)
+        return 0
+
+
+def run_main(body):
+    """Runs body(checks) and exits with its verdict; an exception is a failure with its traceback
+    (a component's death arrives as cluster.ComponentDied with the component's log tail)."""
+    checks = Checks()
+    try:
+        body(checks)
+    except NotBuilt as e:
+        # Under CI a missing control plane fails the run; elsewhere the test says why it skipped.
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            print(f"FAIL: {e} (CI is set: a missing control plane is a failure)", flush=True)
+            sys.exit(1)
+        print(f"SKIPPED: {e}", flush=True)
+        sys.exit(SKIPPED)
+    except Exception:  # noqa: BLE001 - reported, then the run fails
+        traceback.print_exc()
+        checks.failures.append("exception")
+    sys.exit(checks.finish())
+
+
+def wait_listening(cluster, name, timeout=30):
+    """The port kgpu process `name` logged in its "listening on host:port" line."""
+    log = cluster.procs[name].log
+
+    def port():
+        m = re.search(r"listening on \S+:(\d+)", tail(log, 400))
+        return int(m.group(1)) if m else 0
+    return cluster.wait_for(port, timeout, f"{name} to listen")
+
+
+def start_agent(cluster, build, node, kubeconfig, nvml_config="examples/nodes/dgx-h100.yaml", extra=()):
+    """`kgpu agent` for kwok node `node` on the fake NVML (tools/fake-nvml) with API access through
+    `kubeconfig`. No kubelet serves this node: the device-plugin directory is the agent's own and
+    PodResources is off. Returns the process name in cluster.procs."""
+    name = f"agent-{node}"
+    root = cluster.path(name)
+    dev = os.path.join(root, "dev")
+    os.makedirs(dev, exist_ok=True)
+    os.makedirs(os.path.join(root, "device-plugins"), exist_ok=True)
+    for f in [f"nvidia{i}" for i in range(8)] + ["nvidiactl"]:
+        open(os.path.join(dev, f), "a").close()
+    argv = [os.path.join(build, "kgpu"), "agent", f"--kubeconfig={kubeconfig}", f"--node-name={node}",
+            "--address=127.0.0.1:0", "--nvml-library", os.path.join(build, "tools/fake-nvml/libnvidia-ml.so.1"),
+            "--pod-resources-socket", "", "--device-plugin-dir", os.path.join(root, "device-plugins"),
+            "--dev-root", root, "--cdi-root", os.path.join(root, "cdi"),
+            "--output-file", os.path.join(root, "features.d", "gfd"), *extra]
+    env = {"KGPU_FAKE_NVML_CONFIG": node_gpus(root, node, nvml_config), "NVIDIA_DRIVER_ROOT": "/"}
+    cluster.procs[name] = Process(name, argv, cluster.log(name), env)
+    return name
+
+
+def node_gpus(root, node, nvml_config):
+    """The fake node `nvml_config` (a file under examples/nodes) with GPU UUIDs of its own: the fake
+    derives UUIDs from model, bus and index, so two nodes of one preset would share them, which no
+    real cluster does (and kgpu keys GPUs by UUID)."""
+    import hashlib
+    import yaml
+    with open(os.path.join(SOURCE, nvml_config)) as f:
+        desc = yaml.safe_load(f)
+    by_index = {g.get("index"): g for g in desc.get("gpus", [])}
+    for i in range(8):
+        h = hashlib.sha256(f"{node}/{i}".encode()).hexdigest()
+        g = by_index.setdefault(i, {"index": i})
+        g["uuid"] = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+    desc["gpus"] = [by_index[i] for i in sorted(by_index)]
+    path = os.path.join(root, "node.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(desc, f)
+    return path
+
+
+def start_scheduler(cluster, build, kubeconfig, extra=()):
+    """`kgpu scheduler` on 127.0.0.1 (a free port) with API access through `kubeconfig`; returns
+    its URL once it listens."""
+    name = "kgpu-scheduler"
+    argv = [os.path.join(build, "kgpu"), "scheduler", f"--kubeconfig={kubeconfig}", "--address=127.0.0.1:0",
+            *extra]
+    cluster.procs[name] = Process(name, argv, cluster.log(name))
+    return f"http://127.0.0.1:{wait_listening(cluster, name)}"
+
+
+def kgpu(build, *args, kubeconfig, timeout=60):
+    """One kgpu CLI run; (exit status, stdout, stderr)."""
+    import subprocess
+    r = subprocess.run([os.path.join(build, "kgpu"), *args, f"--kubeconfig={kubeconfig}"],
+                       capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+def eventually(cond, timeout=30, interval=0.1):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    return cond()
