@@ -300,8 +300,8 @@ class Cluster:
         except (OSError, ValueError):
             return False
 
-    def _apiserver(self):
-        self.port = free_port()
+    def _apiserver(self, port=0):
+        self.port = port or free_port()
         pki = self.path("pki")
         self.write_kubeconfig(self.kubeconfig, ADMIN_TOKEN, "kgpu-e2e-admin")
         self._ctx = None
@@ -329,6 +329,19 @@ class Cluster:
                 return r.status == 200
         except (OSError, ValueError):
             return False
+
+    def restart_apiserver(self):
+        """Stops kube-apiserver (SIGTERM, as a rolling upgrade does) and starts it again on the same
+        port and storage: every client's connections and watches break, and a watch resumed from a
+        resourceVersion older than the new server's cache may get 410 Gone."""
+        old = self.procs.pop("kube-apiserver")
+        old.stop()
+        port = self.port
+        # Keep the component order (stop() ends them in reverse order of start).
+        rest = {k: self.procs.pop(k) for k in list(self.procs) if k != "etcd"}
+        self._apiserver(port)
+        self.procs.update(rest)
+        self.wait_for(self._apiserver_ready, 120, "kube-apiserver to be ready again", interval=0.2)
 
     def _apiserver_ready(self):
         return self._https_ready(self.port, "/readyz", ADMIN_TOKEN)
@@ -426,6 +439,14 @@ class Cluster:
 
     def get(self, path):
         return self.request("GET", path)
+
+    def request_text(self, path):
+        """GET of a non-JSON path (e.g. /metrics) as the admin."""
+        if self._ctx is None:
+            self._ctx = ssl.create_default_context(cafile=self.ca)
+        req = urllib.request.Request(self.url + path, headers={"Authorization": "Bearer " + ADMIN_TOKEN})
+        with urllib.request.urlopen(req, context=self._ctx, timeout=30) as r:
+            return r.read().decode()
 
     def create(self, path, obj):
         return self.request("POST", path, obj)
