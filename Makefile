@@ -1,8 +1,9 @@
 # The README's two commands:
 #   make run   - install missing Debian packages, build, run kgpu (inventory, then the metrics agent) on a
 #                simulated 8-GPU node for RUN_FOR seconds (0: until Ctrl-C)
-#   make test  - install missing Debian packages, build, run the whole test suite (plain and ASan+UBSan),
-#                then print each phase's wall time and the compiler cache's hits (docs/build.md)
+#   make test  - install missing Debian packages, build the test control plane once per machine
+#                (test/kube), build, run the whole test suite (plain and ASan+UBSan), then print each
+#                phase's wall time and the compiler cache's hits (docs/build.md)
 # and the container image:
 #   make image - build, then the OCI image of build/'s kgpu, without a container engine
 #                ($(IMAGE_DIR)/kgpu-<version>.oci.tar; docs/image.md)
@@ -14,10 +15,14 @@ RUN_FOR ?= 20
 IMAGE_DIR ?= $(BUILD)/image
 CMAKE_COMMON = -G Ninja
 
-.PHONY: setup build build-only build-asan build-asan-only run test test-plain test-asan image bench fuzz clean
+.PHONY: setup setup-tests build build-only build-asan build-asan-only run test test-plain test-asan image bench fuzz clean
 
 setup:
 	@scripts/setup.sh
+
+# setup, and the real control plane the end-to-end tests run against (test/kube/README.md)
+setup-tests:
+	@scripts/setup.sh --test-tools
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -38,7 +43,7 @@ build-asan-only: $(ASAN_BUILD)/build.ninja
 run: build
 	scripts/demo.sh $(BUILD) $(NODE) $(RUN_FOR)
 
-test-plain: build
+test-plain: setup-tests build-only
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: build-asan
@@ -62,6 +67,7 @@ bench: build
 	$(BUILD)/bench/device_plugin_bench
 	bench/http_overload.py $(BUILD)
 	bench/extender_hostile.py $(BUILD)
+	scripts/kube-plane.sh >/dev/null && bench/kube_sched_bench.py $(BUILD)
 	bench/config_memory.sh $(BUILD)
 	$(BUILD)/bench/informer_bench 5000 100000 20000
 

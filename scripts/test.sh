@@ -60,6 +60,7 @@ summary() {
 }
 
 phase "set-up" 0 scripts/setup.sh
+phase "control plane" 0 bash -c "scripts/kube-plane.sh >/dev/null"
 phase "$build/ build" 1 "$make" --no-print-directory build-only BUILD="$build" JOBS="$jobs"
 phase "$build/ suite" 0 bash -c "cd '$build' && ctest --output-on-failure -j '$jobs'"
 phase "$asan/ build" 1 "$make" --no-print-directory build-asan-only ASAN_BUILD="$asan" JOBS="$jobs"
