@@ -17,10 +17,12 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import eventually, kgpu, run_main, start_agent, start_scheduler  # noqa: E402
+from kgpu_procs import (agent_port, eventually, kgpu, run_main, start_agent, start_prometheus,  # noqa: E402
+                        start_scheduler)
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -156,16 +158,44 @@ def body(check):
               all(r["gpus"] == 8 and r["models"] == {"NVIDIA H100 80GB HBM3": 8} for r in rows.values()) and
               err.count("no kgpu agent pod on this node") == 3,
               "kgpu top nodes: the GPU nodes, their models from the agents' reports, 10 GPUs requested", out[:2000] + err)
-        # A pod no node can hold: the scheduler's verdict reaches doctor.
-        c.create(f"/api/v1/namespaces/{NS}/pods", {"metadata": {"name": "too-big"}, "spec": {"containers": [container(16)]}})
-        c.wait_for(lambda: any(x.get("type") == "PodScheduled" and x.get("status") == "False"
-                               for x in c.get(f"/api/v1/namespaces/{NS}/pods/too-big").get("status", {}).get("conditions", [])),
-                   60, "kube-scheduler to mark too-big unschedulable")
-        rc, out, err = kgpu(build, "doctor", "--pod", f"{NS}/too-big", kubeconfig=c.kubeconfig)
-        check("too-big" in out and ("16" in out or "nvidia.com/gpu" in out), "kgpu doctor explains the unschedulable pod",
-              out + err)
+        # Utilization through Debian's Prometheus scraping the three agents (the agent pods of a
+        # real cluster; here processes, so no pod proxy): top's utilization columns, and report
+        # over the same window.
+        if os.path.exists("/usr/bin/prometheus"):
+            prom = start_prometheus(c, [f"127.0.0.1:{agent_port(c, n)}" for n in NODES])
 
-        # --- uninstall -----------------------------------------------------------------------------
+            def up():
+                try:
+                    with urllib.request.urlopen(prom + "/api/v1/query?query=sum(up)", timeout=5) as r:
+                        res = json.load(r)["data"]["result"]
+                    return res and float(res[0]["value"][1]) == 3
+                except (OSError, ValueError, KeyError):
+                    return False
+            c.wait_for(up, 60, "Prometheus to scrape the three agents")
+            rc, out, err = kgpu(build, "top", "nodes", "--prometheus", prom, "-o", "json", kubeconfig=c.kubeconfig)
+            try:
+                rows = {r["name"]: r for r in json.loads(out)}
+            except ValueError:
+                rows = {}
+            check(rc == 0 and sorted(rows) == NODES and all(r["utilPercent"] is not None and r["powerW"] for r in rows.values()),
+                  "kgpu top nodes --prometheus: every GPU node's utilization and power from the agents' series",
+                  out[:1500] + err)
+            rc, out, err = kgpu(build, "report", "--prometheus", prom, "--since", "10m", "--step", "15s", "-o", "json",
+                                kubeconfig=c.kubeconfig)
+            # Per-pod usage needs the kubelet's PodResources (which pod holds which GPU), which kwok
+            # nodes lack: report says so for each pod, and counts the cluster from the API.
+            try:
+                rep_json = json.loads(out)
+                frag = rep_json["fragmentation"]
+            except (ValueError, KeyError):
+                rep_json, frag = {}, {}
+            check(rc == 0 and rep_json.get("gpuPods") == 5 and frag.get("gpus") == 24 and frag.get("nodes") == 3 and
+                  frag.get("gpusAllocated") == 10.0 and
+                  any("5 of 5 GPU pods have no utilization series" in w for w in rep_json.get("warnings", [])),
+                  "kgpu report: the Deployment's 5 GPU pods and 10 of 24 GPUs from kube-apiserver, the window from "
+                  "Prometheus", out[:2000] + err)
+
+        # A pod no node can hold        # --- uninstall -----------------------------------------------------------------------------
         r = helm("uninstall", "kgpu", "--namespace", "kgpu-system", "--wait", "--timeout", "60s")
         check(r.returncode == 0, "helm uninstall", r.stderr)
         gone = eventually(lambda: c.request("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles?labelSelector="

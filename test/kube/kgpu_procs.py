@@ -82,7 +82,8 @@ def start_agent(cluster, build, node, kubeconfig, nvml_config="examples/nodes/dg
             "--pod-resources-socket", "", "--device-plugin-dir", os.path.join(root, "device-plugins"),
             "--dev-root", root, "--cdi-root", os.path.join(root, "cdi"),
             "--output-file", os.path.join(root, "features.d", "gfd"), *extra]
-    env = {"KGPU_FAKE_NVML_CONFIG": node_gpus(root, node, nvml_config), "NVIDIA_DRIVER_ROOT": "/"}
+    # NODE_NAME as the DaemonSet sets it (downward API): the Hostname label of the agent's series.
+    env = {"KGPU_FAKE_NVML_CONFIG": node_gpus(root, node, nvml_config), "NVIDIA_DRIVER_ROOT": "/", "NODE_NAME": node}
     cluster.procs[name] = Process(name, argv, cluster.log(name), env)
     return name
 
@@ -105,6 +106,51 @@ def node_gpus(root, node, nvml_config):
     with open(path, "w") as f:
         yaml.safe_dump(desc, f)
     return path
+
+
+def agent_port(cluster, node):
+    """The metrics port of the agent of `node` (start_agent)."""
+    return wait_listening(cluster, f"agent-{node}")
+
+
+def start_prometheus(cluster, targets):
+    """Debian's Prometheus on 127.0.0.1 scraping `targets` ("host:port") every second; its URL once
+    ready. Registered with the cluster like every other process."""
+    import urllib.request
+    d = cluster.path("prometheus")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "prometheus.yml"), "w") as f:
+        f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                "scrape_configs:\n  - job_name: kgpu-agent\n    static_configs:\n"
+                f"      - targets: [{', '.join(repr(t) for t in targets)}]\n")
+    cluster.procs["prometheus"] = Process("prometheus", [
+        "/usr/bin/prometheus", f"--config.file={d}/prometheus.yml", f"--storage.tsdb.path={d}/data",
+        "--web.listen-address=127.0.0.1:0", "--log.level=info"], cluster.log("prometheus"))
+    pid = cluster.procs["prometheus"].p.pid
+
+    def port():
+        # The port it bound: Prometheus logs the address it was given, so read the socket table.
+        try:
+            inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
+                      if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")}
+            with open("/proc/net/tcp") as t:
+                for line in t.readlines()[1:]:
+                    f = line.split()
+                    if f[3] == "0A" and f[9] in inodes:
+                        return int(f[1].split(":")[1], 16)
+        except OSError:
+            return 0
+        return 0
+    url = f"http://127.0.0.1:{cluster.wait_for(port, 30, 'prometheus to listen')}"
+
+    def ready():
+        try:
+            with urllib.request.urlopen(url + "/-/ready", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    cluster.wait_for(ready, 60, "prometheus to be ready")
+    return url
 
 
 def start_scheduler(cluster, build, kubeconfig, extra=()):
