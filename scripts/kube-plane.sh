@@ -83,5 +83,7 @@ echo "$version $(date -u +%FT%TZ) built in $(($(date +%s) - t0)) s" > "$tmp/.com
 rm -rf "$dest"
 mv "$tmp" "$dest"
 trap - EXIT
+# Other pins built here before (other branches, older releases): the three newest stay.
+ls -1dt "$root"/v*-*/ 2>/dev/null | tail -n +4 | while read -r old; do rm -rf "$old"; done
 echo "kube-plane: built in $(($(date +%s) - t0)) s" >&2
 echo "$dest"
