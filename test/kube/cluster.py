@@ -316,8 +316,41 @@ class Cluster:
             f"--service-account-key-file={pki}/sa.key", f"--service-account-signing-key-file={pki}/sa.key",
             "--service-cluster-ip-range=10.96.0.0/16", "--endpoint-reconciler-type=none",
             "--allow-privileged=true", "--profiling=false", f"--cert-dir={pki}",
+            f"--audit-policy-file={self._audit_policy()}", f"--audit-log-path={self.path('audit.log')}",
             *self.apiserver_args,
         ])
+
+    def _audit_policy(self):
+        """Every request of a kgpu-system ServiceAccount at Metadata level, nothing else."""
+        path = self.path("audit-policy.yaml")
+        with open(path, "w") as f:
+            f.write("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
+                    "  - level: Metadata\n    userGroups: ['system:serviceaccounts:kgpu-system']\n"
+                    "  - level: None\n")
+        return path
+
+    def audit(self, service_account):
+        """What ServiceAccount kgpu-system/<service_account> asked the API, from the audit log:
+        a list of (verb, group, resource, subresource, status code), one per request."""
+        user = f"system:serviceaccount:kgpu-system:{service_account}"
+        out = []
+        try:
+            with open(self.path("audit.log")) as f:
+                for line in f:
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    # A watch is logged when its response starts (it completes only when it ends).
+                    stage = "ResponseStarted" if ev.get("verb") == "watch" else "ResponseComplete"
+                    if ev.get("user", {}).get("username") != user or ev.get("stage") != stage:
+                        continue
+                    ref = ev.get("objectRef", {})
+                    out.append((ev.get("verb", ""), ref.get("apiGroup", ""), ref.get("resource", ""),
+                                ref.get("subresource", ""), ev.get("responseStatus", {}).get("code", 0)))
+        except OSError:
+            pass
+        return out
 
     def _https_ready(self, port, path, token=None):
         ctx = ssl.create_default_context(cafile=self.ca) if token else ssl._create_unverified_context()

@@ -18,7 +18,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, Process  # noqa: E402
-from kgpu_procs import eventually, kgpu, run_main, wait_listening  # noqa: E402
+from kgpu_procs import eventually, kgpu, rbac_refusals, run_main, wait_listening  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -127,6 +127,8 @@ def body(check):
         check(eventually(ready, 30), "the survivor is ready again (its informers synced after the restart)")
 
         # --- the CLI pages through the same pods ---------------------------------------------------
+        rbac_refusals(check, c, ("kgpu-scheduler",))
+
         snap = c.path("snapshot.json")
         rc, out, err = kgpu(build, "doctor", "--collect", "-o", snap, kubeconfig=c.kubeconfig, timeout=120)
         try:

@@ -21,8 +21,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import (agent_port, eventually, kgpu, run_main, start_agent, start_prometheus,  # noqa: E402
-                        start_scheduler)
+from kgpu_procs import (agent_port, eventually, kgpu, rbac_refusals, run_main, start_agent,  # noqa: E402
+                        start_prometheus, start_scheduler)
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -195,7 +195,10 @@ def body(check):
                   "kgpu report: the Deployment's 5 GPU pods and 10 of 24 GPUs from kube-apiserver, the window from "
                   "Prometheus", out[:2000] + err)
 
-        # A pod no node can hold        # --- uninstall -----------------------------------------------------------------------------
+        # A pod no node can hold        # --- RBAC as kube-apiserver saw it: no request of kgpu's accounts was refused --------------
+        rbac_refusals(check, c)
+
+        # --- uninstall -----------------------------------------------------------------------------
         r = helm("uninstall", "kgpu", "--namespace", "kgpu-system", "--wait", "--timeout", "60s")
         check(r.returncode == 0, "helm uninstall", r.stderr)
         gone = eventually(lambda: c.request("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles?labelSelector="

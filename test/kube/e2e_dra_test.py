@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import eventually, kgpu, run_main, start_agent, start_scheduler  # noqa: E402
+from kgpu_procs import eventually, kgpu, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -146,6 +146,7 @@ def body(check):
 
         rc, out, err = kgpu(build, "allocations", "-o", "json", kubeconfig=c.kubeconfig)
         check(rc == 0 and DRIVER in out, "kgpu allocations counts the DRA devices on the real server", err or out[:2000])
+        rbac_refusals(check, c)
 
 
 run_main(body)
