@@ -285,7 +285,9 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   Clock& clock = options.clock != nullptr ? *options.clock : Clock::real();
   metrics::SamplerOptions so = options.sampler;
   so.clock = &clock;
-  if (so.hostname.empty()) so.hostname = host_name();
+  // The Hostname label names the node: --node-name when given (its value is $NODE_NAME otherwise),
+  // else $NODE_NAME, else the host name, so `top --prometheus` and `report` find the node's series.
+  if (so.hostname.empty()) so.hostname = options.node_name.empty() ? host_name() : options.node_name;
   if (!options.counters_file.empty()) {
     // A counters file is a ConfigMap too: 1 MiB at most.
     const auto text = read_file_limited(options.counters_file, 1 << 20);

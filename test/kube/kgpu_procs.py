@@ -82,8 +82,8 @@ def start_agent(cluster, build, node, kubeconfig, nvml_config="examples/nodes/dg
             "--pod-resources-socket", "", "--device-plugin-dir", os.path.join(root, "device-plugins"),
             "--dev-root", root, "--cdi-root", os.path.join(root, "cdi"),
             "--output-file", os.path.join(root, "features.d", "gfd"), *extra]
-    # NODE_NAME as the DaemonSet sets it (downward API): the Hostname label of the agent's series.
-    env = {"KGPU_FAKE_NVML_CONFIG": node_gpus(root, node, nvml_config), "NVIDIA_DRIVER_ROOT": "/", "NODE_NAME": node}
+    # The node's name by --node-name alone (no $NODE_NAME): it names the agent's series (Hostname) too.
+    env = {"KGPU_FAKE_NVML_CONFIG": node_gpus(root, node, nvml_config), "NVIDIA_DRIVER_ROOT": "/"}
     cluster.procs[name] = Process(name, argv, cluster.log(name), env)
     return name
 
