@@ -445,6 +445,33 @@ Answer Store::finish_delete(const ResourceInfo& res, const std::string& key, std
   return Answer{200, *gone};
 }
 
+namespace {
+
+// kube-apiserver's grace period for deleting `pod`: 0 for a pod never scheduled or already finished,
+// else the request's gracePeriodSeconds or the pod's terminationGracePeriodSeconds (30 by default).
+int64_t pod_grace_seconds(const json& pod, const json& options) {
+  const auto field = [&](const char* part, const char* name) -> const json* {
+    const auto p = pod.find(part);
+    if (p == pod.end() || !p->is_object()) return nullptr;
+    const auto f = p->find(name);
+    return f == p->end() ? nullptr : &*f;
+  };
+  const json* node = field("spec", "nodeName");
+  const json* phase = field("status", "phase");
+  if (node == nullptr || !node->is_string() || node->get<std::string>().empty()) return 0;
+  if (phase != nullptr && phase->is_string() && (*phase == "Succeeded" || *phase == "Failed")) return 0;
+  int64_t grace = 30;
+  if (const json* g = field("spec", "terminationGracePeriodSeconds"); g != nullptr && g->is_number_integer())
+    grace = g->get<int64_t>();
+  if (options.is_object()) {
+    if (const auto g = options.find("gracePeriodSeconds"); g != options.end() && g->is_number_integer())
+      grace = g->get<int64_t>();
+  }
+  return std::max<int64_t>(grace, 0);
+}
+
+}  // namespace
+
 Answer Store::remove(const ResourceInfo& res, const std::string& ns, const std::string& name, const json& options,
                      bool dry_run) {
   std::lock_guard lock(mu_);
@@ -472,51 +499,21 @@ Answer Store::remove(const ResourceInfo& res, const std::string& ns, const std::
     }
   }
   if (dry_run) return Answer{200, *old};
-  if (res.group.empty() && res.plural == "pods" && meta_str(*old, "deletionTimestamp").empty()) {
-    // Pods are deleted gracefully, as kube-apiserver does: a MODIFIED with deletionTimestamp and
-    // deletionGracePeriodSeconds first (0 for a pod never scheduled or already finished, else the
-    // request's gracePeriodSeconds or the pod's terminationGracePeriodSeconds, 30 by default),
-    // then the DELETED. The stand-in has no kubelet to wait for: the pod goes at once unless a
-    // finalizer holds it.
-    const auto field = [&](const char* part, const char* field_name) -> const json* {
-      const auto p = old->find(part);
-      if (p == old->end() || !p->is_object()) return nullptr;
-      const auto f = p->find(field_name);
-      return f == p->end() ? nullptr : &*f;
-    };
-    int64_t grace = 30;
-    if (const json* g = field("spec", "terminationGracePeriodSeconds"); g != nullptr && g->is_number_integer())
-      grace = g->get<int64_t>();
-    if (options.is_object()) {
-      if (const auto g = options.find("gracePeriodSeconds"); g != options.end() && g->is_number_integer()) {
-        grace = g->get<int64_t>();
-      }
-    }
-    const json* node = field("spec", "nodeName");
-    const json* phase = field("status", "phase");
-    const bool scheduled = node != nullptr && node->is_string() && !node->get<std::string>().empty();
-    const bool finished = phase != nullptr && phase->is_string() && (*phase == "Succeeded" || *phase == "Failed");
-    if (!scheduled || finished) grace = 0;
-    auto obj = std::make_shared<json>(*old);
-    (*obj)["metadata"]["deletionTimestamp"] =
-        format_rfc3339(std::chrono::system_clock::now() + std::chrono::seconds(std::max<int64_t>(grace, 0)));
-    (*obj)["metadata"]["deletionGracePeriodSeconds"] = std::max<int64_t>(grace, 0);
-    objs[key] = obj;
-    record(res, "MODIFIED", obj, old);
-    if (!has_finalizers(*obj)) return finish_delete(res, key, obj);
-    return Answer{200, *obj};
-  }
-  if (has_finalizers(*old)) {
-    if (!meta_str(*old, "deletionTimestamp").empty()) return Answer{200, *old};
-    auto obj = std::make_shared<json>(*old);
-    (*obj)["metadata"]["deletionTimestamp"] = format_rfc3339(std::chrono::system_clock::now());
-    (*obj)["metadata"]["deletionGracePeriodSeconds"] = 0;
-    if (res.group.empty() && res.plural == "namespaces") (*obj)["status"]["phase"] = "Terminating";
-    objs[key] = obj;
-    record(res, "MODIFIED", obj, old);
-    return Answer{200, *obj};
-  }
-  return finish_delete(res, key, old);
+  // Pods are deleted gracefully, as kube-apiserver does: a MODIFIED that marks them
+  // (deletionTimestamp, deletionGracePeriodSeconds) comes before the DELETED. The stand-in has no
+  // kubelet to wait for, so a pod goes at once unless a finalizer holds it, like any object.
+  const bool pod = res.group.empty() && res.plural == "pods";
+  if (!pod && !has_finalizers(*old)) return finish_delete(res, key, old);
+  if (!meta_str(*old, "deletionTimestamp").empty()) return Answer{200, *old};  // a finalizer holds it already
+  const int64_t grace = pod ? pod_grace_seconds(*old, options) : 0;
+  auto obj = std::make_shared<json>(*old);
+  (*obj)["metadata"]["deletionTimestamp"] = format_rfc3339(std::chrono::system_clock::now() + std::chrono::seconds(grace));
+  (*obj)["metadata"]["deletionGracePeriodSeconds"] = grace;
+  if (res.group.empty() && res.plural == "namespaces") (*obj)["status"]["phase"] = "Terminating";
+  objs[key] = obj;
+  record(res, "MODIFIED", obj, old);
+  if (has_finalizers(*obj)) return Answer{200, *obj};
+  return finish_delete(res, key, obj);
 }
 
 Answer Store::bind(const ResourceInfo& pods, const std::string& ns, const std::string& name, const json& binding) {
