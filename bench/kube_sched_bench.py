@@ -38,18 +38,18 @@ import csv
 import http.client
 import json
 import os
-import queue
 import re
 import ssl
 import sys
 import threading
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(SOURCE, "test/kube"))
 from cluster import ADMIN_TOKEN, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import start_scheduler  # noqa: E402
+from kgpu_procs import parallel, start_scheduler  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(SOURCE), "shared/data/openb")
 SHARED = "nvidia.com/gpu.shared"
@@ -66,7 +66,7 @@ def read_csv(name):
     return rows
 
 
-def node_object(row, i):
+def node_object(row):
     gpus = int(row["gpu"])
     name = row["sn"]
     res = {"cpu": f"{row['cpu_milli']}m", "memory": f"{row['memory_mib']}Mi", "pods": "110",
@@ -136,31 +136,6 @@ class Api:
                 raise RuntimeError(f"{method} {path}: {r.status} {data[:300]!r}")
             return json.loads(data) if data else None
         raise RuntimeError(f"{method} {path}: throttled three times")
-
-
-def parallel(items, fn, threads=4):
-    q = queue.Queue()
-    for it in items:
-        q.put(it)
-    errors = []
-
-    def work():
-        while True:
-            try:
-                it = q.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                fn(it)
-            except Exception as e:  # noqa: BLE001 - collected, the run fails below
-                errors.append(str(e))
-    ts = [threading.Thread(target=work) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise RuntimeError(f"{len(errors)} calls failed, first: {errors[0]}")
 
 
 class Watcher(threading.Thread):
@@ -284,8 +259,8 @@ def run(mode, build, nodes_rows, pod_rows, drain):
         api = Api(c)
         gpus_of = {}
         node_objs = []
-        for i, row in enumerate(nodes_rows):
-            o, g = node_object(row, i)
+        for row in nodes_rows:
+            o, g = node_object(row)
             node_objs.append(o)
             gpus_of[o["metadata"]["name"]] = g
         capacity = sum(gpus_of.values()) * REPLICAS
@@ -361,7 +336,6 @@ def run(mode, build, nodes_rows, pod_rows, drain):
                 writes[k] = writes.get(k, 0) + int(float(line.rsplit(" ", 1)[1]))
         kgpu_q = {}
         if mode == "b":
-            import urllib.request
             with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
                 km = r.read().decode()
             for verb in ("filter", "bind"):

@@ -90,12 +90,26 @@ def _die_with_parent():
     os.setpgid(0, 0)
 
 
-def tail(path, lines=40):
+def tail(path, lines=40, max_bytes=256 * 1024):
+    """The last `lines` lines of a log, read from at most its last `max_bytes`."""
     try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - max_bytes))
+            return "".join(f.read().decode(errors="replace").splitlines(keepends=True)[-lines:])
     except OSError as e:
         return f"(no log: {e})"
+
+
+def http_ok(url, context=None, token=None, timeout=2):
+    """Whether GET `url` answers 200 (a health or readiness endpoint); False when unreachable."""
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, context=context, timeout=timeout) as r:
+            return r.status == 200
+    except (OSError, ValueError):
+        return False
 
 
 class Process:
@@ -304,7 +318,6 @@ class Cluster:
         self.port = port or free_port()
         pki = self.path("pki")
         self.write_kubeconfig(self.kubeconfig, ADMIN_TOKEN, "kgpu-e2e-admin")
-        self._ctx = None
         self._spawn("kube-apiserver", [
             f"{self.bins}/kube-apiserver",
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
@@ -352,28 +365,24 @@ class Cluster:
             pass
         return out
 
+    def _ssl(self):
+        """The TLS context that trusts this cluster's CA (kube-apiserver's certificate)."""
+        if self._ctx is None:
+            self._ctx = ssl.create_default_context(cafile=self.ca)
+        return self._ctx
+
     def _https_ready(self, port, path, token=None):
-        ctx = ssl.create_default_context(cafile=self.ca) if token else ssl._create_unverified_context()
-        req = urllib.request.Request(f"https://127.0.0.1:{port}{path}")
-        if token:
-            req.add_header("Authorization", "Bearer " + token)
-        try:
-            with urllib.request.urlopen(req, context=ctx, timeout=2) as r:
-                return r.status == 200
-        except (OSError, ValueError):
-            return False
+        # kube-apiserver's certificate is ours; the other components serve self-signed ones.
+        ctx = self._ssl() if token else ssl._create_unverified_context()
+        return http_ok(f"https://127.0.0.1:{port}{path}", ctx, token)
 
     def restart_apiserver(self):
         """Stops kube-apiserver (SIGTERM, as a rolling upgrade does) and starts it again on the same
         port and storage: every client's connections and watches break, and a watch resumed from a
         resourceVersion older than the new server's cache may get 410 Gone."""
-        old = self.procs.pop("kube-apiserver")
-        old.stop()
-        port = self.port
-        # Keep the component order (stop() ends them in reverse order of start).
-        rest = {k: self.procs.pop(k) for k in list(self.procs) if k != "etcd"}
-        self._apiserver(port)
-        self.procs.update(rest)
+        self.procs["kube-apiserver"].stop()
+        # The new process takes the old one's key, so its place in the stop order stays.
+        self._apiserver(self.port)
         self.wait_for(self._apiserver_ready, 120, "kube-apiserver to be ready again", interval=0.2)
 
     def _apiserver_ready(self):
@@ -404,11 +413,7 @@ class Cluster:
         ])
 
     def _kwok_ready(self):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.kwok_port}/healthz", timeout=2) as r:
-                return r.status == 200
-        except (OSError, ValueError):
-            return False
+        return http_ok(f"http://127.0.0.1:{self.kwok_port}/healthz")
 
     def start_scheduler(self, config, extender_url=None, extra=()):
         """Starts kube-scheduler on `config` (a KubeSchedulerConfiguration as a dict, e.g. from
@@ -443,17 +448,12 @@ class Cluster:
 
     def scheduler_metrics(self):
         """kube-scheduler's /metrics text (read with the admin token)."""
-        req = urllib.request.Request(f"https://127.0.0.1:{self.scheduler_port}/metrics",
-                                     headers={"Authorization": "Bearer " + ADMIN_TOKEN})
-        with urllib.request.urlopen(req, context=ssl._create_unverified_context(), timeout=10) as r:
-            return r.read().decode()
+        return _get_text(f"https://127.0.0.1:{self.scheduler_port}/metrics", ssl._create_unverified_context())
 
     # -- the API ------------------------------------------------------------------------------------
     def request(self, method, path, body=None, content_type="application/json", token=ADMIN_TOKEN, ok=(200, 201, 202)):
         """One API call as the admin; the decoded JSON answer. Raises urllib.error.HTTPError
         (with the server's Status body in .body) for a status outside `ok`."""
-        if self._ctx is None:
-            self._ctx = ssl.create_default_context(cafile=self.ca)
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", "Bearer " + token)
@@ -461,7 +461,7 @@ class Cluster:
         if data is not None:
             req.add_header("Content-Type", content_type)
         try:
-            with urllib.request.urlopen(req, context=self._ctx, timeout=30) as r:
+            with urllib.request.urlopen(req, context=self._ssl(), timeout=30) as r:
                 raw = r.read()
                 if r.status not in ok:
                     raise urllib.error.HTTPError(req.full_url, r.status, raw.decode(errors="replace"), r.headers, None)
@@ -475,11 +475,7 @@ class Cluster:
 
     def request_text(self, path):
         """GET of a non-JSON path (e.g. /metrics) as the admin."""
-        if self._ctx is None:
-            self._ctx = ssl.create_default_context(cafile=self.ca)
-        req = urllib.request.Request(self.url + path, headers={"Authorization": "Bearer " + ADMIN_TOKEN})
-        with urllib.request.urlopen(req, context=self._ctx, timeout=30) as r:
-            return r.read().decode()
+        return _get_text(self.url + path, self._ssl())
 
     def create(self, path, obj):
         return self.request("POST", path, obj)
@@ -516,6 +512,13 @@ class Cluster:
         if check and r.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: exit {r.returncode}\n{r.stderr}")
         return r
+
+
+def _get_text(url, context):
+    """GET `url` with the admin token; the body as text."""
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + ADMIN_TOKEN})
+    with urllib.request.urlopen(req, context=context, timeout=30) as r:
+        return r.read().decode()
 
 
 def shipped_scheduler_config(name="main-scheduler-extender.yaml"):

@@ -13,12 +13,11 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import SOURCE, Cluster, Process  # noqa: E402
-from kgpu_procs import eventually, kgpu, rbac_refusals, run_main, wait_listening  # noqa: E402
+from cluster import SOURCE, Cluster, Process, http_ok, tail  # noqa: E402
+from kgpu_procs import eventually, kgpu, parallel, rbac_refusals, run_main, wait_listening  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -87,20 +86,12 @@ def body(check):
         c.wait_for(lambda: c.get(f"/api/v1/namespaces/{NS}/serviceaccounts")["items"], 30, "the default ServiceAccount")
         pod = lambda i: {"metadata": {"name": f"p-{i:04}"}, "spec": {"schedulerName": "nobody", "containers": [
             {"name": "c", "image": "img:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
-        errors = []
-
-        def create(lo, hi):
-            for i in range(lo, hi):
-                try:
-                    c.create(f"/api/v1/namespaces/{NS}/pods", pod(i))
-                except Exception as e:  # noqa: BLE001 - reported below
-                    errors.append(str(e))
-        ts = [threading.Thread(target=create, args=(k * PODS // 4, (k + 1) * PODS // 4)) for k in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        check(not errors, f"{PODS} pods created", errors[:3])
+        try:
+            parallel(range(PODS), lambda i: c.create(f"/api/v1/namespaces/{NS}/pods", pod(i)))
+            created = ""
+        except RuntimeError as e:
+            created = str(e)
+        check(not created, f"{PODS} pods created", created)
 
         # --- kube-apiserver restarts under the survivor -------------------------------------------
         url = urls[other]
@@ -117,14 +108,9 @@ def body(check):
         # campaigns again, as client-go's elector does; the Lease is still its own.
         check(eventually(lambda: c.get(lease_path)["items"][0]["spec"].get("holderIdentity") == other and
                          metric(url, "kgpu_scheduler_leader") == 1, 45),
-              "the survivor leads again after the restart", open(c.log(f"kgpu-scheduler-{other}")).read()[-1500:])
-        def ready():
-            try:
-                with urllib.request.urlopen(url + "/readyz", timeout=5) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        check(eventually(ready, 30), "the survivor is ready again (its informers synced after the restart)")
+              "the survivor leads again after the restart", tail(c.log(f"kgpu-scheduler-{other}")))
+        check(eventually(lambda: http_ok(url + "/readyz"), 30),
+              "the survivor is ready again (its informers synced after the restart)")
 
         # --- the CLI pages through the same pods ---------------------------------------------------
         rbac_refusals(check, c, ("kgpu-scheduler",))

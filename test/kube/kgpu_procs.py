@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-from cluster import SOURCE, NotBuilt, Process, tail
+from cluster import SOURCE, NotBuilt, Process, http_ok, tail
 
 # ctest's SKIP_RETURN_CODE for these tests: the control plane is not built and CI is not set.
 SKIPPED = 77
@@ -116,7 +116,6 @@ def agent_port(cluster, node):
 def start_prometheus(cluster, targets):
     """Debian's Prometheus on 127.0.0.1 scraping `targets` ("host:port") every second; its URL once
     ready. Registered with the cluster like every other process."""
-    import urllib.request
     d = cluster.path("prometheus")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "prometheus.yml"), "w") as f:
@@ -142,14 +141,7 @@ def start_prometheus(cluster, targets):
             return 0
         return 0
     url = f"http://127.0.0.1:{cluster.wait_for(port, 30, 'prometheus to listen')}"
-
-    def ready():
-        try:
-            with urllib.request.urlopen(url + "/-/ready", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-    cluster.wait_for(ready, 60, "prometheus to be ready")
+    cluster.wait_for(lambda: http_ok(url + "/-/ready"), 60, "prometheus to be ready")
     return url
 
 
@@ -177,15 +169,14 @@ def rbac_refusals(check, cluster, accounts=("kgpu-agent", "kgpu-scheduler")):
     even where the process tolerates the refusal. A refusal of a granted verb happens while a
     restarted kube-apiserver's authorizer has not read the roles yet; it is printed, not failed.
     Also prints the verbs granted but not used in this test (other tests use others)."""
+    roles = {r["metadata"]["name"]: r.get("rules", [])
+             for r in cluster.get("/apis/rbac.authorization.k8s.io/v1/clusterroles")["items"]}
+    bindings = cluster.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings")["items"]
     for sa in accounts:
         used = cluster.audit(sa)
-        rules = []
-        bindings = cluster.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings")["items"]
-        for role in cluster.get("/apis/rbac.authorization.k8s.io/v1/clusterroles")["items"]:
-            subjects = [x for b in bindings if b["roleRef"]["name"] == role["metadata"]["name"]
-                        for x in b.get("subjects", [])]
-            if any(x.get("name") == sa and x.get("namespace") == "kgpu-system" for x in subjects):
-                rules += role.get("rules", [])
+        rules = [rule for b in bindings
+                 if any(x.get("name") == sa and x.get("namespace") == "kgpu-system" for x in b.get("subjects", []))
+                 for rule in roles.get(b["roleRef"]["name"], [])]
         granted = {(v, g, r) for rule in rules for v in rule["verbs"] for g in rule.get("apiGroups", [""])
                    for r in rule.get("resources", [])}
         key = lambda u: (u[0], u[1], u[2] + ("/" + u[3] if u[3] else ""))
@@ -196,6 +187,35 @@ def rbac_refusals(check, cluster, accounts=("kgpu-agent", "kgpu-scheduler")):
         if refused:
             print(f"info: {sa}: refused while the authorizer was not ready, granted: {refused}", flush=True)
         print(f"info: {sa}: granted, not used in this test: {sorted(granted - {key(u) for u in used})}", flush=True)
+
+
+def parallel(items, fn, threads=4):
+    """Calls fn(item) for every item on `threads` threads; raises RuntimeError naming how many
+    calls failed and the first error."""
+    import queue
+    import threading
+    q = queue.Queue()
+    for it in items:
+        q.put(it)
+    errors = []
+
+    def work():
+        while True:
+            try:
+                it = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                fn(it)
+            except Exception as e:  # noqa: BLE001 - collected, raised below
+                errors.append(str(e))
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {len(items)} calls failed, first: {errors[0]}")
 
 
 def eventually(cond, timeout=30, interval=0.1):
