@@ -342,9 +342,9 @@ class Cluster:
                     "  - level: None\n")
         return path
 
-    def audit(self, service_account):
-        """What ServiceAccount kgpu-system/<service_account> asked the API, from the audit log:
-        a list of (verb, group, resource, subresource, status code), one per request."""
+    def audit_events(self, service_account):
+        """The audit log's events of ServiceAccount kgpu-system/<service_account>, one per request
+        (a watch when its response starts: it completes only when it ends)."""
         user = f"system:serviceaccount:kgpu-system:{service_account}"
         out = []
         try:
@@ -354,16 +354,19 @@ class Cluster:
                         ev = json.loads(line)
                     except ValueError:
                         continue
-                    # A watch is logged when its response starts (it completes only when it ends).
                     stage = "ResponseStarted" if ev.get("verb") == "watch" else "ResponseComplete"
-                    if ev.get("user", {}).get("username") != user or ev.get("stage") != stage:
-                        continue
-                    ref = ev.get("objectRef", {})
-                    out.append((ev.get("verb", ""), ref.get("apiGroup", ""), ref.get("resource", ""),
-                                ref.get("subresource", ""), ev.get("responseStatus", {}).get("code", 0)))
+                    if ev.get("user", {}).get("username") == user and ev.get("stage") == stage:
+                        out.append(ev)
         except OSError:
             pass
         return out
+
+    def audit(self, service_account):
+        """What ServiceAccount kgpu-system/<service_account> asked the API: a list of (verb, group,
+        resource, subresource, status code), one per request."""
+        return [(ev.get("verb", ""), ev.get("objectRef", {}).get("apiGroup", ""),
+                 ev.get("objectRef", {}).get("resource", ""), ev.get("objectRef", {}).get("subresource", ""),
+                 ev.get("responseStatus", {}).get("code", 0)) for ev in self.audit_events(service_account)]
 
     def _ssl(self):
         """The TLS context that trusts this cluster's CA (kube-apiserver's certificate)."""

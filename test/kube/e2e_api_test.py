@@ -112,6 +112,14 @@ def body(check):
         check(eventually(lambda: http_ok(url + "/readyz"), 30),
               "the survivor is ready again (its informers synced after the restart)")
 
+        # How the pod informer came back, as kube-apiserver logged it: a watch resumed from its last
+        # resourceVersion, or (410 Gone: older than the new server's cache) a relist in pages.
+        paged = [ev["requestURI"] for ev in c.audit_events("kgpu-scheduler")
+                 if ev.get("verb") == "list" and ev.get("objectRef", {}).get("resource") == "pods"
+                 and "continue=" in ev.get("requestURI", "")]
+        print(f"info: after the restart the pod informer {'relisted in pages' if paged else 'resumed its watch'}"
+              f" ({len(paged)} continued pages)", flush=True)
+
         # --- the CLI pages through the same pods ---------------------------------------------------
         rbac_refusals(check, c, ("kgpu-scheduler",))
 
