@@ -478,12 +478,6 @@ TEST(ExporterMigProfiling, GpmRatiosPerInstance) {
   Sampler s(*node, o);
   s.sample_now();
   std::string page;
-  // GPM needs two samples more than 100 ms apart (real time, as the GPU takes them).
-  EXPECT_TRUE(kgpu::testing::eventually([&] {
-    s.sample_now();
-    page = *s.page();
-    return has(page, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{");
-  })) << page;
   const std::string gi1 =
       "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"580.105.08\"}";
   const std::string gi2 =
@@ -493,6 +487,14 @@ TEST(ExporterMigProfiling, GpmRatiosPerInstance) {
     if (at == std::string::npos) return std::string();
     return page.substr(at + labels.size() + 1, page.find('\n', at) - at - labels.size() - 1);
   };
+  // GPM needs two samples more than 100 ms apart (real time, as the GPU takes them), per instance:
+  // the instances are sampled one after the other, so one may cross 100 ms a round before the
+  // other. Wait for both.
+  EXPECT_TRUE(kgpu::testing::eventually([&] {
+    s.sample_now();
+    page = *s.page();
+    return !value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", gi1).empty() && !value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", gi2).empty();
+  })) << page;
   EXPECT_EQ(value("DCGM_FI_PROF_GR_ENGINE_ACTIVE", gi1), "0.250000") << page;
   EXPECT_EQ(value("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", gi1), "0.100000") << page;
   EXPECT_EQ(value("DCGM_FI_PROF_DRAM_ACTIVE", gi1), "0.400000") << page;
