@@ -19,3 +19,22 @@ function(kgpu_add_test name)
   file(WRITE ${labels_file} "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${T_AREA}\")\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
 endfunction()
+
+# kgpu_embed_text(OUT_VAR SYMBOL FILE): generates a C++ unit defining `const char* const SYMBOL` (in
+# the namespace of SYMBOL's qualification) with FILE's text, so a shipped default file and the
+# binary's built-in copy cannot drift. OUT_VAR receives the generated file's path.
+function(kgpu_embed_text out_var symbol file)
+  string(REPLACE "::" ";" parts "${symbol}")
+  list(POP_BACK parts name)
+  string(REPLACE ";" "::" ns "${parts}")
+  string(MAKE_C_IDENTIFIER "${symbol}" id)
+  set(gen ${CMAKE_CURRENT_BINARY_DIR}/embedded/${id}.cc)
+  file(READ ${file} text)
+  string(FIND "${text}" ")kgpu\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${file} contains the raw string's end marker")
+  endif()
+  file(CONFIGURE OUTPUT ${gen} CONTENT "namespace ${ns} {\nextern const char* const ${name};\nconst char* const ${name} = R\"kgpu(${text})kgpu\";\n}  // namespace ${ns}\n" @ONLY)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${file})
+  set(${out_var} ${gen} PARENT_SCOPE)
+endfunction()
