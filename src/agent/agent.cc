@@ -40,6 +40,7 @@ std::string host_name() {
 // API access for the device plugins; none (null view) when the agent runs without it.
 struct ApiAccess {
   std::unique_ptr<ClusterView> view;
+  std::unique_ptr<kube::Client> remediation_client;  // the remediation service's writes
   // Short timeouts and no retries: the uninstall question at shutdown (AgentOptions::shutdown_grace).
   // Shared with the start probe's thread, which may outlive this struct.
   std::shared_ptr<kube::Client> shutdown_client;
@@ -105,6 +106,9 @@ Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
   auto short_client = kube::Client::create(std::move(short_config), no_retries);
   if (!short_client) return fail_or_none(short_client.error().wrap("API access"));
   access.shutdown_client = std::move(*short_client);
+  auto remediation_client = kube::Client::create(*config);
+  if (!remediation_client) return fail_or_none(remediation_client.error().wrap("API access"));
+  access.remediation_client = std::move(*remediation_client);
   auto client = kube::Client::create(std::move(*config));
   if (!client) return fail_or_none(client.error().wrap("API access"));
   log::info(options.device_plugin ? "API access: honouring GPU assignments" : "API access: pod labels and UIDs for metrics",
@@ -206,6 +210,7 @@ struct Serving {
   mutable std::mutex mu;
   metrics::Sampler* sampler = nullptr;
   DevicePluginManager* plugins = nullptr;
+  RemediationService* remediation = nullptr;
   std::string nvml_error;  // why NVML is not up yet ("" once it is)
 };
 
@@ -359,6 +364,24 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
   Serving serving;
   std::unique_ptr<gpu::NodeGpus> node;
   std::unique_ptr<DevicePluginManager> plugins;
+  // Remediation (device-plugin mode with API access). The plugins' event thread reaches it through
+  // the slot (holding a reference for the call). Its worker calls the plugins and the API client:
+  // the guard below (declared after the plugins, destroyed before them) stops it and lets it go
+  // while both still exist.
+  auto remediation_slot = std::make_shared<std::atomic<std::shared_ptr<RemediationService>>>();
+  po.on_fault = [remediation_slot](const gpu::Event& e) {
+    if (auto r = remediation_slot->load()) r->on_fault(e);
+  };
+  std::shared_ptr<RemediationService> remediation;
+  struct RemediationGuard {
+    std::shared_ptr<RemediationService>& service;
+    std::atomic<std::shared_ptr<RemediationService>>& slot;
+    ~RemediationGuard() {
+      if (service) service->stop();
+      slot.store(nullptr);
+      service.reset();
+    }
+  } remediation_guard{remediation, *remediation_slot};
   RealMpsControl dra_mps;  // outlives the DRA service that calls it
   // The pool's ResourceSlices (DRA mode with API access); outlives `dra`, which feeds it.
   std::unique_ptr<dra::SlicePublisher> slices;
@@ -374,6 +397,18 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     if (opts.device_plugin) {
       plugins = std::make_unique<DevicePluginManager>(*node, po);
       if (auto ok = plugins->start(); !ok) return std::unexpected(ok.error().wrap("device plugin"));
+      if (api.view && api.remediation_client) {
+        RemediationOptions ro = options.remediation;
+        if (ro.budget_namespace.empty()) ro.budget_namespace = api.pod_namespace.empty() ? "default" : api.pod_namespace;
+        ro.clock = &clock;
+        auto r = RemediationService::create(*node, *plugins, *api.remediation_client, *api.view, std::move(ro));
+        if (!r) return std::unexpected(r.error());
+        remediation = std::shared_ptr<RemediationService>(std::move(*r));
+        remediation->start();
+        remediation_slot->store(remediation);
+      } else if (options.remediation.policy.mode != health::Mode::kOff) {
+        log::warn("remediation needs API access (a pod's service account, or --kubeconfig, and NODE_NAME): off");
+      }
     }
     if (dra_mode) {
       DraServiceOptions d = options.dra;
@@ -414,6 +449,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     std::lock_guard lock(serving.mu);
     serving.sampler = sampler.get();
     serving.plugins = plugins.get();
+    serving.remediation = remediation.get();
     serving.nvml_error.clear();
     return {};
   };
@@ -442,6 +478,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     }
     auto body = std::make_shared<std::string>(page ? *page : std::string());
     *body += serving.plugins->metrics_text();
+    if (serving.remediation != nullptr) *body += serving.remediation->metrics_text();
     return HttpResponse{200, kMetricsContentType, std::move(body)};
   });
   server.route("/health", [&] {
@@ -498,7 +535,9 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     std::lock_guard lock(serving.mu);
     serving.sampler = nullptr;
     serving.plugins = nullptr;
+    serving.remediation = nullptr;
   }
+  if (remediation) remediation->stop();
   // Each side waits up to one NVML event timeout for its watcher: stop them side by side.
   std::thread sampler_stop([&] {
     if (sampler) sampler->stop();

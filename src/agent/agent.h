@@ -9,6 +9,7 @@
 
 #include "agent/dra_service.h"
 #include "agent/plugin_manager.h"
+#include "agent/remediation_service.h"
 #include "common/clock.h"
 #include "common/http_server.h"
 #include "common/strings.h"
@@ -40,6 +41,9 @@ struct AgentOptions {
   // only then removes the node labels file and the kgpu.io/gpus annotation (src/agent/uninstall.h);
   // without a pod name, or without API access, they are kept.
   std::string pod_name, pod_namespace;
+  // GPU fault classification, node conditions and (opt-in) remediation (docs/remediation.md);
+  // device-plugin mode with API access only.
+  RemediationOptions remediation;
   HttpServerOptions http;  // connection, header and idle limits of :9400 (docs/metrics.md)
   // With failOnInitError false, how often NVML is tried again while it cannot initialise.
   std::chrono::milliseconds nvml_retry{std::chrono::seconds(30)};

@@ -134,7 +134,7 @@ std::vector<std::string> HealthBook::recover(const gpu::Inventory& inventory, co
   std::vector<std::string> out;
   const auto now = clock_.steady_now();
   for (auto& [uuid, h] : states_) {
-    if (h.healthy || recovery_.count() == 0 || now - h.last_bad < recovery_) continue;
+    if (h.healthy || h.held || recovery_.count() == 0 || now - h.last_bad < recovery_) continue;
     // An XID whose remedy is a GPU reset keeps the device out until the GPU went away and came
     // back (a reset or re-enumeration), as seen by the probe.
     if (h.needs_reset && !h.was_lost) continue;
@@ -172,6 +172,28 @@ HealthState HealthBook::device(const std::string& uuid, const std::string& paren
   HealthState out = rank(*parent) > rank(*own) ? *parent : *own;
   out.since = std::min(own->since, parent->since);
   return out;
+}
+
+void HealthBook::hold(const std::string& uuid, const std::string& reason) {
+  auto& h = states_[uuid];
+  if (h.held) return;
+  if (h.healthy) {
+    h.since = clock_.system_now();
+    ++unhealthy_transitions_;
+  }
+  h.healthy = false;
+  h.held = true;
+  h.reason = "withheld for remediation: " + reason;
+  h.last_bad = clock_.steady_now();
+  log::warn("device withheld for remediation: " + reason, {log::kv("device", uuid)});
+}
+
+void HealthBook::unhold(const std::string& uuid) {
+  auto it = states_.find(uuid);
+  if (it == states_.end() || !it->second.held) return;
+  it->second = HealthState{};
+  ++recoveries_;
+  log::info("device returned to service by remediation", {log::kv("device", uuid)});
 }
 
 bool HealthBook::healthy(const std::string& uuid) const {

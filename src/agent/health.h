@@ -12,7 +12,9 @@
 // - the recovery rule: a device returns to Healthy after `recovery` without a new fault while its
 //   GPU answers the probe, and for a reset-class fault only once the probe saw the GPU gone and
 //   back; `recovery` 0 never returns it (NVIDIA's behaviour);
-// - a MIG device is Unhealthy when it or its parent GPU is (device()).
+// - a MIG device is Unhealthy when it or its parent GPU is (device());
+// - a GPU held by remediation (hold()) is Unhealthy whatever the other rules say, until unhold(),
+//   which returns it to Healthy (remediation validated it).
 //
 // Devices are keyed by physical UUID (GPU-... or MIG-...).
 //
@@ -56,6 +58,7 @@ struct HealthState {
   bool needs_reset = false;                     // marked by an XID of reset_required_xids() or a pending row remap
   bool was_lost = false;                        // the probe saw the GPU gone since it was marked
   bool lost = false;                            // the GPU is gone now (lost event, or the last probe found it lost)
+  bool held = false;                            // withheld by remediation (hold())
   std::string reason;                           // the last fault: "XID 79", "GPU lost (fell off the bus)"
   Clock::SteadyTime last_bad{};                 // the last fault (the recovery rule's clock)
   std::chrono::system_clock::time_point since;  // when it last went from Healthy to Unhealthy
@@ -92,6 +95,10 @@ class HealthBook {
   // reset-required, then the device's own), and `since` is the earlier.
   HealthState device(const std::string& uuid, const std::string& parent_uuid = "") const;
   bool healthy(const std::string& uuid) const;
+
+  // Remediation withholds / returns a GPU (agent/remediation_service.h). Logged.
+  void hold(const std::string& uuid, const std::string& reason);
+  void unhold(const std::string& uuid);
 
   // Every device with an entry: uuid -> healthy.
   std::map<std::string, bool> healthy_map() const;

@@ -63,6 +63,7 @@ void DevicePluginManager::start_event_watcher() {
 }
 
 void DevicePluginManager::on_event(const gpu::Event& e) {
+  if (opt_.on_fault) opt_.on_fault(e);
   {
     std::lock_guard lock(mu_);
     if (!health_.on_event(e, inventory_)) return;
@@ -72,6 +73,30 @@ void DevicePluginManager::on_event(const gpu::Event& e) {
     dirty_ = true;
   }
   stop_cv_.notify_all();  // the control thread pushes the new lists at once
+}
+
+void DevicePluginManager::withhold(const std::string& uuid, const std::string& reason) {
+  {
+    std::lock_guard lock(mu_);
+    health_.hold(uuid, reason);
+  }
+  {
+    std::lock_guard lock(stop_mu_);
+    dirty_ = true;
+  }
+  stop_cv_.notify_all();
+}
+
+void DevicePluginManager::release(const std::string& uuid) {
+  {
+    std::lock_guard lock(mu_);
+    health_.unhold(uuid);
+  }
+  {
+    std::lock_guard lock(stop_mu_);
+    dirty_ = true;
+  }
+  stop_cv_.notify_all();
 }
 
 void DevicePluginManager::check_health() {

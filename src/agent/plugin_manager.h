@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -105,6 +106,9 @@ struct DevicePluginOptions {
   // A table entry whose container PodResources does not list is dropped this long after its
   // Allocate (the kubelet lists a container once it is admitted).
   std::chrono::milliseconds allocation_grace{60000};
+  // Called on the NVML event thread with every XID or GPU-lost event, before the health rules
+  // (remediation's classifier, agent/remediation_service.h); must not block. Null: none.
+  std::function<void(const gpu::Event&)> on_fault;
   // Time for every interval above, the recovery rule and the labels' timestamp (not owned; must
   // outlive the manager). Tests pass a FakeClock.
   Clock* clock = &Clock::real();
@@ -157,6 +161,11 @@ class DevicePluginManager {
   // Removes the labels file this manager writes (the uninstall rule, src/agent/uninstall.h). After
   // stop(); false when there was none to remove (or labels are off). Errors are logged.
   bool remove_labels();
+
+  // Remediation: stop / start advertising GPU `uuid` (and its MIG devices): Unhealthy to the
+  // kubelet at once, whatever the recovery rule says, until release(). Any thread.
+  void withhold(const std::string& uuid, const std::string& reason);
+  void release(const std::string& uuid);
 
   // PodResources entries with the devices the containers really got (the allocation table);
   // unchanged without API access. Any thread.

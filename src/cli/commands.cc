@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -433,6 +434,31 @@ int run(int argc, char** argv) {
       ->envname("POD_NAME");
   agent_cmd->add_option("--pod-namespace", ao.pod_namespace, "This agent's namespace (downward API)")
       ->envname("POD_NAMESPACE");
+  // GPU fault remediation (docs/remediation.md).
+  std::string remediation_mode = "off", flap = "3/1h";
+  agent_cmd->add_option("--remediation", remediation_mode,
+                        "GPU remediation: off (conditions and Events only), dry-run (also says what it would do), on")
+      ->envname("KGPU_REMEDIATION")
+      ->capture_default_str();
+  agent_cmd->add_option("--fault-actions", ao.remediation.fault_actions_file,
+                        "A fault action file whose entries replace the built-in table's (deploy/health/xid-actions.yaml)")
+      ->envname("KGPU_FAULT_ACTIONS");
+  agent_cmd->add_option("--remediation-max-unavailable", ao.remediation.max_unavailable,
+                        "GPUs under remediation at once, cluster-wide (the ConfigMap kgpu-remediation's maxUnavailable wins)")
+      ->capture_default_str();
+  agent_cmd->add_option("--remediation-namespace", ao.remediation.budget_namespace,
+                        "Namespace of the kgpu-remediation budget ConfigMap (default: the agent's)");
+  agent_cmd->add_option("--remediation-flap", flap,
+                        "N/DURATION: N faults within DURATION quarantine a GPU instead of cycling it")
+      ->capture_default_str();
+  agent_cmd->add_option("--remediation-evict", ao.remediation.policy.evict,
+                        "Evict the pods of a GPU being remediated (false: wait for them to leave)")
+      ->capture_default_str();
+  agent_cmd->add_option("--boot-id-file", ao.remediation.boot_id_file,
+                        "The kernel's boot ID (a reboot-class remediation resumes when it changes)")
+      ->capture_default_str();
+  long long remediation_interval_ms = 1000;
+  ms_option("--remediation-interval", remediation_interval_ms, "Milliseconds between remediation rounds", 50);
   long long report_interval_ms = 30000;
   ms_option("--node-report-interval", report_interval_ms,
             "Milliseconds between rebuilds of the node's kgpu.io/gpus annotation (with API access)", 50);
@@ -536,6 +562,29 @@ int run(int argc, char** argv) {
       log::error("--health-recovery: " + d.error().message);
       return 2;
     }
+    if (auto m = health::parse_mode(remediation_mode)) {
+      ao.remediation.policy.mode = *m;
+    } else {
+      log::error(fmt::format("--remediation: '{}': off, dry-run or on", remediation_mode));
+      return 2;
+    }
+    {
+      const auto slash = flap.find('/');
+      int n = 0;
+      const auto [end, ec] = std::from_chars(flap.data(), flap.data() + std::min(slash, flap.size()), n);
+      auto window = slash == std::string::npos ? std::nullopt : std::optional(sharing::parse_duration(flap.substr(slash + 1)));
+      if (ec != std::errc() || end != flap.data() + slash || n < 1 || !window || !*window) {
+        log::error(fmt::format("--remediation-flap: '{}': expected N/DURATION, e.g. 3/1h", flap));
+        return 2;
+      }
+      ao.remediation.policy.flap_faults = n;
+      ao.remediation.policy.flap_window = **window;
+    }
+    if (ao.remediation.max_unavailable < 0) {
+      log::error("--remediation-max-unavailable: must not be negative");
+      return 2;
+    }
+    ao.remediation.interval = std::chrono::milliseconds(remediation_interval_ms);
     if (auto f = agent::parse_config_fallbacks(config_fallback)) {
       ao.plugins.config_dir.fallbacks = std::move(*f);
     } else {

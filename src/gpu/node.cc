@@ -232,6 +232,90 @@ NodeGpus::Probe NodeGpus::probe(unsigned index) const {
   return p;
 }
 
+NodeGpus::FaultSignals NodeGpus::fault_signals(unsigned index) const {
+  const auto& s = lib_->symbols();
+  FaultSignals f;
+  auto dev = handle(index);
+  if (!dev) {
+    f.lost = dev.error().code == ErrorCode::kGpuLost;
+    return f;
+  }
+  unsigned corr = 0, unc = 0, pending = 0, failure = 0;
+  Return r = lib_->call(s.nvmlDeviceGetRemappedRows, *dev, &corr, &unc, &pending, &failure);
+  if (r == kErrorGpuIsLost) {
+    f.lost = true;
+    return f;
+  }
+  if (r == kSuccess) {
+    f.remap_pending = pending != 0;
+    f.remap_failure = failure != 0;
+  }
+  unsigned long long count = 0;
+  if (lib_->call(s.nvmlDeviceGetTotalEccErrors, *dev, kMemoryErrorUncorrected, kVolatileEcc, &count) == kSuccess) {
+    f.ecc_volatile_uncorrected = count;
+  }
+  unsigned long long reasons = 0;
+  if (lib_->call(s.nvmlDeviceGetCurrentClocksEventReasons, *dev, &reasons) == kSuccess) {
+    f.thermal_slowdown = (reasons & (kClocksEventSwThermal | kClocksEventHwThermal)) != 0;
+    f.power_slowdown = (reasons & kClocksEventHwPowerBrake) != 0;
+  }
+  return f;
+}
+
+std::optional<unsigned> NodeGpus::recovery_action(unsigned index) const {
+  auto dev = handle(index);
+  if (!dev) return std::nullopt;
+  FieldValue v{};
+  v.fieldId = kFieldGpuRecoveryAction;
+  const Return r = lib_->call(lib_->symbols().nvmlDeviceGetFieldValues, *dev, 1, &v);
+  if (r != kSuccess || v.nvmlReturn != kSuccess || v.valueType != kValueUInt) return std::nullopt;
+  return v.value.uiVal;
+}
+
+Result<void> NodeGpus::reset(unsigned index, const std::string& uuid) const {
+  const auto& s = lib_->symbols();
+  auto dev = handle(index);
+  if (!dev) return std::unexpected(dev.error());
+  nvml::PciInfo pci{};
+  Return r = lib_->call(s.nvmlDeviceGetPciInfo_v3, *dev, &pci);
+  if (r != kSuccess) return fail(error_code_for(r), "GPU {}: reading its PCI address: {}", index, describe(*lib_, r));
+  int persistence = 0;
+  if (lib_->call(s.nvmlDeviceGetPersistenceMode, *dev, &persistence) != kSuccess) persistence = 0;
+  auto restore_persistence = [&] {
+    if (persistence == 0) return;
+    Device again = nullptr;
+    if (lib_->call(s.nvmlDeviceGetHandleByUUID, uuid.c_str(), &again) == kSuccess) {
+      (void)lib_->call(s.nvmlDeviceSetPersistenceMode, again, kFeatureEnabled);
+    }
+  };
+  if (persistence != 0) {
+    r = lib_->call(s.nvmlDeviceSetPersistenceMode, *dev, kFeatureDisabled);
+    if (r != kSuccess) {
+      return fail(error_code_for(r), "GPU {}: persistence mode is on and could not be turned off for the reset: {}",
+                  index, describe(*lib_, r));
+    }
+  }
+  r = lib_->call(s.nvmlDeviceModifyDrainState, &pci, kFeatureEnabled);
+  if (r != kSuccess) {
+    restore_persistence();
+    return fail(error_code_for(r), "GPU {} ({}): drain: {}", index, pci.busId, describe(*lib_, r));
+  }
+  r = lib_->call(s.nvmlDeviceRemoveGpu_v2, &pci, kDetachGpuRemove, kPcieLinkKeep);
+  if (r != kSuccess) {
+    (void)lib_->call(s.nvmlDeviceModifyDrainState, &pci, kFeatureDisabled);
+    restore_persistence();
+    return fail(error_code_for(r), "GPU {} ({}): removing it from the driver: {}{}", index, pci.busId,
+                describe(*lib_, r), r == kErrorInUse ? " (a process is still attached)" : "");
+  }
+  r = lib_->call(s.nvmlDeviceDiscoverGpus, &pci);
+  if (r != kSuccess) {
+    return fail(error_code_for(r), "GPU {} ({}): rediscovering it after the removal: {} (the GPU stays removed)", index,
+                pci.busId, describe(*lib_, r));
+  }
+  restore_persistence();
+  return {};
+}
+
 GpuInfo NodeGpus::read_gpu(unsigned index) const {
   const auto& s = lib_->symbols();
   GpuInfo g;

@@ -63,6 +63,27 @@ class NodeGpus {
   };
   Probe probe(unsigned index) const;
 
+  // The readings remediation classifies (health/fault_actions.h Signal), each nullopt when NVML
+  // does not report it for this GPU.
+  struct FaultSignals {
+    bool lost = false;
+    std::optional<bool> remap_pending, remap_failure;
+    std::optional<unsigned long long> ecc_volatile_uncorrected;
+    std::optional<bool> thermal_slowdown, power_slowdown;
+  };
+  FaultSignals fault_signals(unsigned index) const;
+
+  // NVML field 230 of GPU `index`: the driver's recovery action (nvmlDeviceGpuRecoveryAction_t);
+  // nullopt when the driver does not report it.
+  std::optional<unsigned> recovery_action(unsigned index) const;
+
+  // Resets GPU `index` (known as `uuid`) through NVML's drain states: persistence mode off when it
+  // is on (it counts as an attachment), drain, remove from the driver (PCIe link kept), rediscover,
+  // persistence mode back as it was. A process still attached fails it with IN_USE and the GPU is
+  // left as it was (drain state cleared). Errors name the step. Handles taken before are invalid
+  // after it (this class looks them up by index on every call). Needs root on a real node.
+  Result<void> reset(unsigned index, const std::string& uuid) const;
+
  private:
   explicit NodeGpus(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
   void note_lost(unsigned index, const char* call) const;  // a reading got GPU_IS_LOST

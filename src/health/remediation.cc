@@ -418,8 +418,8 @@ std::vector<Condition> Remediator::conditions() const {
       }
       k.reason = reason;
       for (const auto* r : c.gpus) {
-        k.message += fmt::format("{}{}: {} [{}]", k.message.empty() ? "" : "; ", gpu_name(*r), r->message,
-                                 phase_name(r->phase));
+        k.message += fmt::format("{}{}: {} [{}: {}]", k.message.empty() ? "" : "; ", gpu_name(*r), r->reason,
+                                 phase_name(r->phase), r->message);
       }
       if (k.message.size() > 1024) k.message = k.message.substr(0, 1021) + "...";
     }

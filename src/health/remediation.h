@@ -78,6 +78,7 @@ struct GpuRecord {
   bool cordoned = false;         // node-draining: this remediation cordoned the node
   double warned = 0;             // unix seconds of the last drain warning
 
+  bool operator==(const GpuRecord&) const = default;
   nlohmann::json to_json() const;
   // Errors name the field.
   static Result<GpuRecord> from_json(const nlohmann::json& j);

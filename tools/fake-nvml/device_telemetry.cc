@@ -179,6 +179,10 @@ FAKE_API Return nvmlDeviceGetFieldValues(Device d, int count, FieldValue* values
         v.valueType = kValueUInt;
         v.value.uiVal = to_uint(power_w(c) * 1000.0);
         break;
+      case kFieldGpuRecoveryAction:
+        v.valueType = kValueUInt;
+        v.value.uiVal = to_uint(tel.at("recoveryAction", t, 0));
+        break;
       case kFieldPcieReplayCounter:
         v.valueType = kValueULongLong;
         v.value.ullVal = to_ull(tel.at("pcieReplay", t, 0));
@@ -202,7 +206,8 @@ FAKE_API Return nvmlDeviceGetPersistenceMode(Device d, int* enabled) {
   Call c("nvmlDeviceGetPersistenceMode", d, true, false);
   if (c.rc != kSuccess) return c.rc;
   if (enabled == nullptr) return kErrorInvalidArgument;
-  *enabled = 1;
+  const auto it = fake().persistence.find(c.index);
+  *enabled = it != fake().persistence.end() ? it->second : (c.gpu->persistence_mode ? 1 : 0);
   return kSuccess;
 }
 

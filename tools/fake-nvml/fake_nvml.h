@@ -67,6 +67,10 @@ class Fake {
   uint64_t generations = 0;  // never reset, so a stale MIG handle never matches
   std::set<unsigned> lost_seen;
   size_t xids_seen = 0;
+  // Drain states and resets (drain.cc), in memory only: a reload of the node keeps them.
+  std::set<unsigned> drained, removed;
+  std::map<unsigned, int> persistence;  // set by nvmlDeviceSetPersistenceMode; unset: the node's
+  std::map<unsigned, unsigned> resets;  // completed removals + rediscoveries per GPU
   std::set<EventSetImpl*> sets;  // owned: freed by nvmlEventSetFree, or here at unload
   // The simulated GPUs run on real time (telemetry curves, energy, event waits), like a driver.
   kgpu::Clock& clock = kgpu::Clock::real();
@@ -93,6 +97,8 @@ class Fake {
   // Queues an event on every set registered for that GPU and type, and wakes the waiters.
   void deliver(unsigned gpu, unsigned long long type, uint64_t data);
 
+  // Lost by the node (faults.lost) or removed from the driver (nvmlDeviceRemoveGpu_v2) and not
+  // rediscovered yet.
   bool is_lost(unsigned gpu) const;
 
   // The injected result (and delay) of the first call fault matching fn and gpu, else kSuccess.

@@ -8,7 +8,9 @@
 
 namespace kgpu::fake_nvml {
 
-bool Fake::is_lost(unsigned gpu) const { return std::find(node.lost.begin(), node.lost.end(), gpu) != node.lost.end(); }
+bool Fake::is_lost(unsigned gpu) const {
+  return removed.contains(gpu) || std::find(node.lost.begin(), node.lost.end(), gpu) != node.lost.end();
+}
 
 Return Fake::fault(const char* fn, std::optional<unsigned> gpu) const {
   for (const auto& f : node.call_faults) {

@@ -115,6 +115,7 @@ const std::set<std::string> kTelemetryKeys = {"gpuUtil",
                                               "remappedUncorrectable",
                                               "remapPending",
                                               "remapFailure",
+                                              "recoveryAction",
                                               "eccSbeVolatile",
                                               "eccDbeVolatile",
                                               "eccSbeAggregate",
@@ -316,6 +317,7 @@ void parse_gpu(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
   if (n["minorNumber"]) g.minor = c.get<unsigned>(n["minorNumber"], path + ".minorNumber");
   if (n["usedMiB"]) g.base_used_mib = c.get<uint64_t>(n["usedMiB"], path + ".usedMiB");
   if (n["mig"]) parse_mig(c, n["mig"], path + ".mig", g);
+  if (n["persistenceMode"]) g.persistence_mode = c.get<bool>(n["persistenceMode"], path + ".persistenceMode");
   if (const auto v = n["virtualizationMode"]) {
     static const std::map<std::string, int> kModes = {
         {"none", 0}, {"passthrough", 1}, {"vgpu", 2}, {"host-vgpu", 3}, {"host-vsga", 4}};
@@ -463,7 +465,7 @@ Node parse(const Ctx& c, const YAML::Node& root) {
       const auto& e = gpus[i];
       c.keys(e, path,
              {"model", "count", "index", "uuid", "serial", "busId", "numaNode", "minorNumber", "usedMiB", "mig",
-              "telemetry", "processes", "fabric", "virtualizationMode"});
+              "telemetry", "processes", "fabric", "virtualizationMode", "persistenceMode"});
       if (preset != nullptr) {
         // With a preset, entries modify the preset's GPUs (by index, else in order).
         if (e["model"] || e["count"]) c.error(e, path, "model/count come from the preset; remove them or the preset");

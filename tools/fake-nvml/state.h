@@ -77,6 +77,7 @@ struct Gpu {
   uint64_t base_used_mib = 0;
   std::optional<Fabric> fabric;  // nullopt: nvmlDeviceGetGpuFabricInfo answers NOT_SUPPORTED
   int virtualization_mode = 0;   // nvmlGpuVirtualizationMode_t
+  bool persistence_mode = true;  // nvidia-persistenced running: an attachment that refuses a removal
 
   std::string bus_id() const;  // "00000000:18:00.0"
 };

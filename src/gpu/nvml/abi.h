@@ -116,6 +116,11 @@ inline constexpr int kMemoryErrorUncorrected = 1;
 inline constexpr int kVolatileEcc = 0;
 inline constexpr int kAggregateEcc = 1;
 
+// nvmlClocksEventReasons bits that mean a slowdown the hardware or driver imposed.
+inline constexpr unsigned long long kClocksEventSwThermal = 0x20;
+inline constexpr unsigned long long kClocksEventHwThermal = 0x40;
+inline constexpr unsigned long long kClocksEventHwPowerBrake = 0x80;
+
 inline constexpr int kComputeModeDefault = 0;
 inline constexpr int kComputeModeProhibited = 2;
 inline constexpr int kComputeModeExclusiveProcess = 3;
@@ -162,7 +167,15 @@ inline constexpr unsigned kFieldRemappedUnc = 143;
 inline constexpr unsigned kFieldRemappedPending = 144;
 inline constexpr unsigned kFieldRemappedFailure = 145;
 inline constexpr unsigned kFieldPowerInstant = 186;
+inline constexpr unsigned kFieldGpuRecoveryAction = 230;  // nvmlDeviceGpuRecoveryAction_t as kValueUInt
 inline constexpr unsigned kFieldScopeAllLinks = 0xFFFFFFFFu;
+
+// nvmlDetachGpuState_t and nvmlPcieLinkState_t (nvmlDeviceRemoveGpu_v2); nvmlEnableState_t.
+inline constexpr int kDetachGpuKeep = 0;
+inline constexpr int kDetachGpuRemove = 1;
+inline constexpr int kPcieLinkKeep = 0;
+inline constexpr int kFeatureDisabled = 0;
+inline constexpr int kFeatureEnabled = 1;
 
 // nvmlValueType_t
 inline constexpr int kValueDouble = 0;
@@ -391,6 +404,11 @@ static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, m
   X(nvmlDeviceGetFieldValues, (kgpu::nvml::Device device, int valuesCount, kgpu::nvml::FieldValue* values))         \
   X(nvmlDeviceGetComputeMode, (kgpu::nvml::Device device, int* mode))                                               \
   X(nvmlDeviceGetPersistenceMode, (kgpu::nvml::Device device, int* enabled))                                        \
+  X(nvmlDeviceSetPersistenceMode, (kgpu::nvml::Device device, int mode))                                            \
+  X(nvmlDeviceModifyDrainState, (kgpu::nvml::PciInfo * pci, int newState))                                          \
+  X(nvmlDeviceQueryDrainState, (kgpu::nvml::PciInfo * pci, int* currentState))                                      \
+  X(nvmlDeviceRemoveGpu_v2, (kgpu::nvml::PciInfo * pci, int gpuState, int linkState))                               \
+  X(nvmlDeviceDiscoverGpus, (kgpu::nvml::PciInfo * pci))                                                            \
   X(nvmlDeviceGetGpuFabricInfo, (kgpu::nvml::Device device, kgpu::nvml::GpuFabricInfo * info))                      \
   X(nvmlDeviceGetVirtualizationMode, (kgpu::nvml::Device device, int* mode))                                        \
   X(nvmlDeviceGetCurrentClocksEventReasons, (kgpu::nvml::Device device, unsigned long long* reasons))               \
