@@ -85,6 +85,8 @@ server = subprocess.Popen(
     [apiserver, "--kubeconfig", os.environ["KUBECONFIG"], "--port-file", os.path.join(work, "port"),
      "--resource", "rbac.authorization.k8s.io/v1/clusterroles/ClusterRole/cluster",
      "--resource", "rbac.authorization.k8s.io/v1/clusterrolebindings/ClusterRoleBinding/cluster",
+     "--resource", "rbac.authorization.k8s.io/v1/roles/Role",
+     "--resource", "rbac.authorization.k8s.io/v1/rolebindings/RoleBinding",
      "--resource", "monitoring.coreos.com/v1/servicemonitors/ServiceMonitor",
      "--resource", "monitoring.coreos.com/v1/prometheusrules/PrometheusRule",
      "--resource", "nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/NodeFeatureRule/cluster"],

@@ -114,7 +114,7 @@ TEST(FakeNode, FabricAndVirtualizationMode) {
 TEST(FakeNode, ErrorsNameLineAndField) {
   EXPECT_EQ(parse_error("gpus:\n  - model: H100-SXM-80GB\n    colour: red\n"),
             "node.yaml:3: gpus[0]: unknown field 'colour' (known: model, count, index, uuid, serial, busId, "
-            "numaNode, minorNumber, usedMiB, mig, telemetry, processes, fabric, virtualizationMode)");
+            "numaNode, minorNumber, usedMiB, mig, telemetry, processes, fabric, virtualizationMode, persistenceMode)");
   EXPECT_NE(parse_error("gpus:\n  - model: V100\n").find("node.yaml:2: gpus[0].model: unknown GPU model 'V100'"),
             std::string::npos);
   EXPECT_NE(parse_error("preset: dgx-9000\n").find("node.yaml:1: preset: unknown node preset 'dgx-9000'"),
