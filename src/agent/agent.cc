@@ -401,6 +401,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
         RemediationOptions ro = options.remediation;
         if (ro.budget_namespace.empty()) ro.budget_namespace = api.pod_namespace.empty() ? "default" : api.pod_namespace;
         ro.clock = &clock;
+        ro.cdi_root = po.cdi_root;
         auto r = RemediationService::create(*node, *plugins, *api.remediation_client, *api.view, std::move(ro));
         if (!r) return std::unexpected(r.error());
         remediation = std::shared_ptr<RemediationService>(std::move(*r));

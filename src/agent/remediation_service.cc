@@ -8,6 +8,7 @@
 #include <charconv>
 
 #include "agent/plugin_manager.h"
+#include "agent/validate.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -169,22 +170,10 @@ class RemediationService::Host : public health::RemediationHost {
     return s_.node_.reset(r.index, r.uuid);
   }
 
-  // The GPU answers NVML as itself, with no row remap pending or failed, no uncorrected volatile
-  // ECC error and no recovery action the driver still asks for.
+  // The `nvml` rule of `kgpu validate` and, with a CDI directory, its `cdi` rule for this GPU.
   Result<void> validate(const health::GpuRecord& r) override {
-    const auto p = s_.node_.probe(r.index);
-    if (p.error) return fail(ErrorCode::kUnavailable, "NVML: {}", *p.error);
-    if (p.uuid != r.uuid) return fail(ErrorCode::kUnavailable, "GPU {} answers as {}, not {}", r.index, p.uuid, r.uuid);
-    const auto f = s_.node_.fault_signals(r.index);
-    if (f.lost) return fail(ErrorCode::kGpuLost, "GPU {} is lost", r.index);
-    if (f.remap_pending.value_or(false)) return fail(ErrorCode::kUnavailable, "a row remap is still pending");
-    if (f.remap_failure.value_or(false)) return fail(ErrorCode::kUnavailable, "row remapping failed");
-    if (f.ecc_volatile_uncorrected.value_or(0) > 0) {
-      return fail(ErrorCode::kUnavailable, "{} uncorrected volatile ECC errors", *f.ecc_volatile_uncorrected);
-    }
-    if (auto a = s_.node_.recovery_action(r.index); a && *a != 0) {
-      return fail(ErrorCode::kUnavailable, "the driver still asks for {}", health::recovery_action_name(*a));
-    }
+    if (auto ok = validate_gpu(s_.node_, r.index, r.uuid); !ok) return ok;
+    if (!s_.opt_.cdi_root.empty()) return validate_cdi(s_.opt_.cdi_root, {r.uuid});
     return {};
   }
 

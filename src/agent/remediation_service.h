@@ -54,6 +54,8 @@ struct RemediationOptions {
   std::chrono::milliseconds interval{1000};        // one round: queued faults, a step, the writes
   std::chrono::milliseconds probe_interval{5000};  // the signal probe of every GPU
   std::string boot_id_file = "/proc/sys/kernel/random/boot_id";
+  // Where the device plugins write the CDI spec ("" = not checked by the validation).
+  std::string cdi_root;
   Clock* clock = &Clock::real();
 };
 

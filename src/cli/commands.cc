@@ -20,6 +20,7 @@
 #include "gpu/report.h"
 #include "cli/doctor_cmd.h"
 #include "cli/report_cmd.h"
+#include "cli/validate_cmd.h"
 #include "cli/scheduler_cmd.h"
 #include "cli/top_cmd.h"
 #include "sim/report.h"
@@ -511,6 +512,7 @@ int run(int argc, char** argv) {
   auto* doctor_cmd = add_doctor_command(app);
   auto* scheduler_cmd = add_scheduler_command(app);
   auto* report_cmd = add_report_command(app);
+  auto* validate_cmd = add_validate_command(app, g.nvml_library);
   add_top_commands(app);
   try {
     app.parse(argc, argv);
@@ -526,6 +528,7 @@ int run(int argc, char** argv) {
   if (*sim_cmd) return cmd_sim(so);
   if (*scheduler_cmd) return run_scheduler_command();
   if (*report_cmd) return run_report_command();
+  if (*validate_cmd) return run_validate_command();
   if (auto rc = run_top_commands()) return *rc;
   if (*agent_cmd) {
     const auto level = log::parse_level(log_level);

@@ -253,6 +253,27 @@ def body(check):
         dry = [e for e in events(c, "RemediationDryRun") if ub[0] in e["note"]]
         check(len(dry) == 1, "one RemediationDryRun Event")
         check(not c.get("/api/v1/nodes/gpu-b")["spec"].get("unschedulable"), "dry-run cordons nothing")
+        # --- kgpu validate: the chain on gpu-a, then a GPU of gpu-b with a row remap pending ----------
+        def validate(node, *extra):
+            root = c.path(f"agent-{node}")
+            return subprocess.run(
+                [os.path.join(build, "kgpu"), "--nvml-library", os.path.join(build, "tools/fake-nvml/libnvidia-ml.so.1"),
+                 "validate", "--dev-root", root, "--device-plugin-dir", os.path.join(root, "device-plugins"),
+                 "--cdi-root", os.path.join(root, "cdi"), f"--kubeconfig={c.kubeconfig}", f"--node-name={node}", *extra],
+                env=dict(os.environ, KGPU_FAKE_NVML_CONFIG=node_file(c, node)), capture_output=True, text=True,
+                timeout=120)
+        r = validate("gpu-a", "--namespace", NS, "--workload-image", "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                     "--workload-timeout", "60", "--label-node")
+        check(r.returncode == 0 and "validation passed" in r.stdout and
+              "workload       passed  Job team/kgpu-validate-gpu-a" in r.stdout,
+              "kgpu validate: driver, NVML, device plugin, CDI and a GPU Job on gpu-a pass", r.stdout + r.stderr)
+        labels = c.get("/api/v1/nodes/gpu-a")["metadata"]["labels"]
+        check(all(labels.get(f"kgpu.io/validation.{s}") == "passed" for s in ("driver", "nvml", "device-plugin", "cdi", "workload")),
+              "the node carries the validation labels", labels)
+        edit_node(c, "gpu-b", lambda d: d["gpus"][1].setdefault("telemetry", {}).update({"remapPending": 1}))
+        r = validate("gpu-b", "--gpu", "1")
+        check(r.returncode == 1 and f"GPU 1 ({ub[1]}): a row remap is pending" in r.stdout,
+              "kgpu validate fails a GPU with a row remap pending, naming it", r.stdout + r.stderr)
         rbac_refusals(check, c, accounts=("kgpu-agent",))
 
 
