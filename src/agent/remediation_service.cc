@@ -381,6 +381,34 @@ bool RemediationService::restore() {
   return true;
 }
 
+void RemediationService::operator_releases() {
+  const auto& records = remediator_->records();
+  const bool waiting = std::any_of(records.begin(), records.end(), [](const auto& kv) {
+    return kv.second.phase == health::Phase::kQuarantined || kv.second.phase == health::Phase::kNeedsOperator;
+  });
+  if (!waiting || clock_.steady_now() < next_release_check_) return;
+  next_release_check_ = clock_.steady_now() + opt_.probe_interval;
+  auto node = client_.get(kube::resources::kNodes, "", view_.node_name());
+  if (!node) return;
+  const auto ann = (*node)["metadata"].value("annotations", nlohmann::json::object());
+  if (!ann.contains(kAnnotationRemediationRelease) || !ann[kAnnotationRemediationRelease].is_string()) return;
+  const auto text = ann[kAnnotationRemediationRelease].get<std::string>();
+  size_t start = 0;
+  while (start <= text.size() && start < 64 * 1024) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string uuid = trim(std::string_view(text).substr(start, comma - start), " \t");
+    if (!uuid.empty()) {
+      if (auto ok = remediator_->release_by_operator(uuid); !ok) {
+        log::warn(fmt::format("remediation: {}: {}", kAnnotationRemediationRelease, ok.error().message));
+      }
+    }
+    start = comma + 1;
+  }
+  (void)client_.patch(kube::resources::kNodes, "", view_.node_name(), kube::PatchType::kMerge,
+                      {{"metadata", {{"annotations", {{kAnnotationRemediationRelease, nullptr}}}}}});
+  dirty_ = true;
+}
+
 bool RemediationService::publish() {
   const auto& records = remediator_->records();
   for (const auto& [uuid, r] : records) {
@@ -460,6 +488,7 @@ void RemediationService::round() {
     next_probe_ = clock_.steady_now() + opt_.probe_interval;
     probe_signals();
   }
+  if (restored_) operator_releases();
   if (restored_ && remediator_->step()) dirty_ = true;
   if (remediator_->records() != published_) dirty_ = true;
   if (dirty_ && restored_) {

@@ -42,6 +42,9 @@ class DevicePluginManager;
 
 inline constexpr const char* kAnnotationRemediation = "kgpu.io/remediation";
 inline constexpr const char* kBudgetConfigMap = "kgpu-remediation";
+// Set by an operator ("<uuid>[,<uuid>...]"): those quarantined or needs-operator GPUs are validated
+// and returned; the agent removes the annotation once read.
+inline constexpr const char* kAnnotationRemediationRelease = "kgpu.io/remediation-release";
 
 struct RemediationOptions {
   health::Policy policy;
@@ -84,6 +87,7 @@ class RemediationService {
   void probe_signals();
   void handle(const std::string& uuid, unsigned index, const health::Verdict& v, const std::string& source);
   bool restore();
+  void operator_releases();
   bool publish();
   std::map<std::string, unsigned> gpu_indexes();  // uuid -> index, from NVML now
 
@@ -107,7 +111,7 @@ class RemediationService {
   std::map<std::string, std::pair<std::string, std::string>> transitions_;  // type -> (status, lastTransitionTime)
   std::map<std::string, health::GpuRecord> published_;
   std::map<std::string, std::map<std::string, bool>> signal_state_;  // uuid -> signal -> on
-  Clock::SteadyTime next_probe_{};
+  Clock::SteadyTime next_probe_{}, next_release_check_{};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -33,6 +33,8 @@ enum class RuleId : uint8_t {
   // node
   kMigConfigFailed,
   kMigConfigPending,
+  kGpuRemediation,
+  kGpuValidationFailed,
   // spec / plugin: resource names and registration
   kGpuResourceNameMismatch,
   kGpuNotAdvertised,

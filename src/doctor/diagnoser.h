@@ -107,6 +107,7 @@ class Diagnoser {
 
   // rules/node.cc: the node's own state (MIG configuration).
   void node_findings(const NodeObj& n);
+  void remediation_findings(const NodeObj& n);  // in node.cc
 
   // rules/plugin.cc: the device plugin's registration and the kubelet's device admission.
   void plugin_findings(const NodeObj& n);

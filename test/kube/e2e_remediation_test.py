@@ -32,7 +32,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import CONTROLLERS, SOURCE, Cluster, Process  # noqa: E402
-from kgpu_procs import agent_port, eventually, rbac_refusals, run_main, start_agent  # noqa: E402
+from kgpu_procs import agent_port, kgpu, rbac_refusals, run_main, start_agent  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -253,6 +253,23 @@ def body(check):
         dry = [e for e in events(c, "RemediationDryRun") if ub[0] in e["note"]]
         check(len(dry) == 1, "one RemediationDryRun Event")
         check(not c.get("/api/v1/nodes/gpu-b")["spec"].get("unschedulable"), "dry-run cordons nothing")
+        # --- a flapping GPU is quarantined; kgpu doctor explains it; an operator returns it -------
+        for k in range(3):
+            inject_xid(c, "gpu-a", 1, 46)
+            want = "in-service" if k < 2 else "quarantined"
+            c.wait_for(lambda: phase(c, "gpu-a", ua[1]) == want, 30, f"GPU 1 {want} after fault {k + 1}")
+        cond = condition(c, "gpu-a", "GpuNeedsAttention")
+        check(cond["status"] == "True" and cond["reason"] == "Quarantined" and "3 faults within 3600s" in cond["message"],
+              "the third fault within the hour quarantines GPU 1 instead of cycling it", cond)
+        _, out, _ = kgpu(build, "doctor", kubeconfig=c.kubeconfig)
+        check("gpu-remediation" in out and "waits for an operator (Quarantined)" in out and
+              "kgpu.io/remediation-release" in out and ua[1] in out,
+              "kgpu doctor explains the quarantine with the condition and the record", out[-3000:])
+        c.patch("/api/v1/nodes/gpu-a", {"metadata": {"annotations": {"kgpu.io/remediation-release": ua[1]}}})
+        c.wait_for(lambda: phase(c, "gpu-a", ua[1]) in (None, "in-service"), 30, "GPU 1 returned by the operator")
+        check("kgpu.io/remediation-release" not in c.get("/api/v1/nodes/gpu-a")["metadata"].get("annotations", {}),
+              "the operator's release is validated, applied and removed")
+
         # --- kgpu validate: the chain on gpu-a, then a GPU of gpu-b with a row remap pending ----------
         def validate(node, *extra):
             root = c.path(f"agent-{node}")
