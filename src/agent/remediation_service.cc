@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <charconv>
 
 #include "agent/plugin_manager.h"
@@ -14,6 +15,7 @@
 #include "common/strings.h"
 #include "common/timestamp.h"
 #include "k8s/gpu_assignment.h"
+#include "sharing/allocate.h"
 
 namespace kgpu::agent {
 
@@ -170,11 +172,16 @@ class RemediationService::Host : public health::RemediationHost {
     return s_.node_.reset(r.index, r.uuid);
   }
 
-  // The `nvml` rule of `kgpu validate` and, with a CDI directory, its `cdi` rule for this GPU.
+  // The `nvml` rule of `kgpu validate` and, where the device plugins keep a CDI spec, its `cdi`
+  // rule for this GPU (a node whose plugins write none, or could not write one for reasons of the
+  // whole node, is not held against the GPU).
   Result<void> validate(const health::GpuRecord& r) override {
     if (auto ok = validate_gpu(s_.node_, r.index, r.uuid); !ok) return ok;
-    if (!s_.opt_.cdi_root.empty()) return validate_cdi(s_.opt_.cdi_root, {r.uuid});
-    return {};
+    if (s_.opt_.cdi_root.empty()) return {};
+    const auto spec = fmt::format("{}/{}-{}.json", s_.opt_.cdi_root, sharing::kCdiVendor, sharing::kCdiClass);
+    std::error_code ec;
+    if (!std::filesystem::exists(spec, ec)) return {};
+    return validate_cdi(s_.opt_.cdi_root, {r.uuid});
   }
 
   Result<void> cordon(bool on) override {
@@ -306,6 +313,7 @@ void RemediationService::handle(const std::string& uuid, unsigned index, const h
                         health::action_name(v.recommendation)),
             {log::kv("gpu", uuid)});
   remediator_->on_verdict(uuid, index, v);
+  if (health::out_of_service(v.recommendation)) conditions_on_ = true;
   dirty_ = true;
 }
 
@@ -420,6 +428,10 @@ bool RemediationService::publish() {
   }
   bool any_out = false;
   for (const auto& [uuid, r] : records) any_out = any_out || r.phase != health::Phase::kInService;
+  // From the first GPU out of service on (handle(), or records restored), the conditions are kept,
+  // even if that state never reached the API (remediated within a round, or while it failed): the
+  // node then shows them False.
+  if (any_out) conditions_on_ = true;
   nlohmann::json gpus = nlohmann::json::object();
   for (const auto& [uuid, r] : records) {
     if (r.phase != health::Phase::kInService || !r.faults.empty()) gpus[uuid] = r.to_json();
@@ -430,8 +442,7 @@ bool RemediationService::publish() {
     return false;
   }
   published_ = records;
-  if (!any_out && !conditions_on_) return true;
-  conditions_on_ = true;
+  if (!conditions_on_) return true;
   const std::string now = now_rfc3339(clock_);
   nlohmann::json conditions = nlohmann::json::array();
   for (const auto& c : remediator_->conditions()) {

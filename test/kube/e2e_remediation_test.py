@@ -253,6 +253,24 @@ def body(check):
         dry = [e for e in events(c, "RemediationDryRun") if ub[0] in e["note"]]
         check(len(dry) == 1, "one RemediationDryRun Event")
         check(not c.get("/api/v1/nodes/gpu-b")["spec"].get("unschedulable"), "dry-run cordons nothing")
+        # --- the other classes: restart-app, none (an XID the table does not list), report ---------
+        inject_xid(c, "gpu-b", 2, 13)
+        inject_xid(c, "gpu-b", 3, 999)
+        app = c.wait_for(lambda: [e for e in events(c, "GpuApplicationError") if ub[2] in e["note"]], 30,
+                         "the GpuApplicationError Event")
+        check("XID 13 (GR_EXCEPTION): restart-app; the GPU stays in service" in app[0]["note"],
+              "restart-app: an Event, the GPU stays in service", app[0]["note"])
+        unknown = c.wait_for(lambda: [e for e in events(c, "GpuFault") if ub[3] in e["note"]], 30, "the GpuFault Event")
+        check("XID 999: not in the fault action table, no action" in unknown[0]["note"],
+              "an unknown XID is reported with its number and no action", unknown[0]["note"])
+        inject_xid(c, "gpu-a", 0, 54)
+        c.wait_for(lambda: phase(c, "gpu-a", ua[0]) == "needs-operator", 30, "GPU 0 waiting for an operator")
+        cond = condition(c, "gpu-a", "GpuNeedsAttention")
+        check(cond["status"] == "True" and "XID 54 (CHECK_MECHANICALS)" in cond["message"],
+              "report: withheld until an operator returns it", cond)
+        c.patch("/api/v1/nodes/gpu-a", {"metadata": {"annotations": {"kgpu.io/remediation-release": ua[0]}}})
+        c.wait_for(lambda: phase(c, "gpu-a", ua[0]) in (None, "in-service"), 30, "GPU 0 returned by the operator")
+
         # --- a flapping GPU is quarantined; kgpu doctor explains it; an operator returns it -------
         for k in range(3):
             inject_xid(c, "gpu-a", 1, 46)
