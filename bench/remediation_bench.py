@@ -3,7 +3,7 @@
 of test/kube (kube-apiserver, kube-controller-manager with the disruption controller, kwok).
 
 One `kgpu agent --remediation=on` on a kwok node, with the fake NVML (examples/nodes/dgx-h100.yaml,
-persistence mode off). Each round picks the next GPU, gives it a GPU pod (kgpu.io/gpu-assignment)
+persistence mode off). Each round picks the next GPU (0-6; GPU 7 runs MIG), gives it a GPU pod (kgpu.io/gpu-assignment)
 and a process, then injects XID 62 (PMU_HALT: reset-gpu) by appending to the fake's node file.
 Measured from the outside, by polling the API every 10 ms:
   out:  from the XID's write to the node annotation showing the GPU withheld (phase draining);
@@ -84,7 +84,7 @@ def main():
 
         outs, backs = [], []
         for k in range(args.rounds):
-            gpu = k % 8
+            gpu = k % 7  # GPU 7 of the example node has MIG on (a process there needs its GPU instance)
             uuid = uuids[gpu]
             pod = f"job-{k}"
             c.create(f"/api/v1/namespaces/{NS}/pods", {
