@@ -1,5 +1,7 @@
 // The entry sequence of every nvml* call (Call): take the lock, check initialization, refresh
 // the node, resolve the device handle, apply injected faults.
+#include <algorithm>
+
 #include "fake_nvml.h"
 
 namespace kgpu::fake_nvml {
@@ -24,10 +26,14 @@ Call::Call(const char* fn, Device d, bool needs_device, bool allow_mig) : lock(f
     index = h->gpu;
     gpu = &f.node.gpus[h->gpu];
     if (h->mig >= 0) {
-      if (h->generation != f.mig_generation[h->gpu] || static_cast<size_t>(h->mig) >= gpu->mig.size()) {
-        rc = kErrorInvalidArgument;  // the MIG layout changed since the handle was taken
+      // Stale: the node file's layout changed since the handle was taken, or its instance is gone.
+      auto it = std::find_if(gpu->mig.begin(), gpu->mig.end(),
+                             [&](const MigInstance& m) { return m.gpu_instance_id == h->gpu_instance_id; });
+      if (h->generation != f.mig_generation[h->gpu] || it == gpu->mig.end()) {
+        rc = kErrorInvalidArgument;
         return;
       }
+      h->mig = static_cast<int>(it - gpu->mig.begin());
       if (!allow_mig) {
         rc = kErrorNotSupported;
         return;

@@ -39,7 +39,7 @@ FAKE_API Return nvmlDeviceGetHandleByUUID(const char* uuid, Device* device) {
       return f.is_lost(static_cast<unsigned>(i)) ? kErrorGpuIsLost : kSuccess;
     }
     for (size_t k = 0; k < f.node.gpus[i].mig.size(); ++k) {
-      if (f.node.gpus[i].mig[k].uuid == uuid) {
+      if (f.node.gpus[i].mig[k].has_ci && f.node.gpus[i].mig[k].uuid == uuid) {
         *device = reinterpret_cast<Device>(f.mig_handles[i][k]);
         return kSuccess;
       }

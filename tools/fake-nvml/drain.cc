@@ -90,6 +90,12 @@ FAKE_API Return nvmlDeviceDiscoverGpus(PciInfo* pci) {
     if (f.removed.erase(gpu) > 0) {
       f.drained.erase(gpu);
       ++f.resets[gpu];
+      // A pending MIG mode change takes effect with the reset.
+      auto& g = f.node.gpus[gpu];
+      if (g.mig_pending != g.mig_enabled && g.mig.empty()) {
+        g.mig_enabled = g.mig_pending;
+        f.mig_changed(gpu);
+      }
     }
   }
   return kSuccess;

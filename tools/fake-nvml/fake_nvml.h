@@ -30,12 +30,14 @@ namespace kgpu::fake_nvml {
 using namespace kgpu::nvml;
 using kgpu::fake::Gpu;
 using kgpu::fake::MigInstance;
+using kgpu::fake::mig_uuid;
 using kgpu::fake::Node;
 
 struct Handle {
   unsigned gpu = 0;
-  int mig = -1;             // index into Gpu::mig, -1 for the GPU itself
-  uint64_t generation = 0;  // MIG handles: layout generation they belong to
+  int mig = -1;             // -1 for the GPU itself, else a MIG instance (GPU instance, compute instance, MIG device)
+  uint64_t generation = 0;  // MIG handles: the node file's layout generation they belong to
+  unsigned gpu_instance_id = 0;  // MIG handles: the instance, found by id (stable while it exists, as in NVML)
 };
 
 struct EventSetImpl {
@@ -71,6 +73,15 @@ class Fake {
   std::set<unsigned> drained, removed;
   std::map<unsigned, int> persistence;  // set by nvmlDeviceSetPersistenceMode; unset: the node's
   std::map<unsigned, unsigned> resets;  // completed removals + rediscoveries per GPU
+  // MIG layouts changed through NVML (mig_manage.cc), by GPU: kept over reloads of the node file,
+  // which describes the layout the node started with.
+  struct MigOverride {
+    bool enabled = false, pending = false;
+    std::vector<MigInstance> instances;
+  };
+  std::map<unsigned, MigOverride> mig_overrides;
+  // Matching calls seen per call fault (by index in node.call_faults), for `after`; reset on reload.
+  mutable std::map<size_t, unsigned> fault_hits;
   std::set<EventSetImpl*> sets;  // owned: freed by nvmlEventSetFree, or here at unload
   // The simulated GPUs run on real time (telemetry curves, energy, event waits), like a driver.
   kgpu::Clock& clock = kgpu::Clock::real();
@@ -93,6 +104,9 @@ class Fake {
   void apply(Node n, bool first);
 
   static std::string layout_key(const Gpu& g);
+  // Records GPU `gpu`'s MIG state as changed through NVML and gives its new instances handles;
+  // handles of the instances that remain stay valid, those of destroyed ones no longer resolve.
+  void mig_changed(unsigned gpu);
 
   // Queues an event on every set registered for that GPU and type, and wakes the waiters.
   void deliver(unsigned gpu, unsigned long long type, uint64_t data);

@@ -13,8 +13,11 @@ bool Fake::is_lost(unsigned gpu) const {
 }
 
 Return Fake::fault(const char* fn, std::optional<unsigned> gpu) const {
-  for (const auto& f : node.call_faults) {
+  for (size_t i = 0; i < node.call_faults.size(); ++i) {
+    const auto& f = node.call_faults[i];
     if (f.call != fn || (f.gpu && (!gpu || *f.gpu != *gpu))) continue;
+    const unsigned seen = fault_hits[i]++;
+    if (seen < f.after || (f.times > 0 && seen >= f.after + f.times)) continue;
     if (f.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.delay_ms));
     return f.error;
   }

@@ -32,9 +32,17 @@ FAKE_API Return nvmlDeviceGetMigDeviceHandleByIndex(Device d, unsigned int index
   if (c.rc != kSuccess) return c.rc;
   if (c.gpu->model->mig.empty()) return kErrorNotSupported;
   if (mig == nullptr || index >= kgpu::gpu::mig::kComputeSlices) return kErrorInvalidArgument;
-  if (!c.gpu->mig_enabled || index >= c.gpu->mig.size()) return kErrorNotFound;
-  *mig = reinterpret_cast<Device>(fake().mig_handles[c.index][index]);
-  return kSuccess;
+  if (!c.gpu->mig_enabled) return kErrorNotFound;
+  // The MIG devices are the instances with a compute instance, in order.
+  unsigned seen = 0;
+  for (size_t k = 0; k < c.gpu->mig.size(); ++k) {
+    if (!c.gpu->mig[k].has_ci) continue;
+    if (seen++ == index) {
+      *mig = reinterpret_cast<Device>(fake().mig_handles[c.index][k]);
+      return kSuccess;
+    }
+  }
+  return kErrorNotFound;
 }
 
 FAKE_API Return nvmlDeviceGetDeviceHandleFromMigDeviceHandle(Device d, Device* parent) {

@@ -40,6 +40,12 @@ void Fake::reset() {
   mig_generation.clear();
   lost_seen.clear();
   xids_seen = 0;
+  mig_overrides.clear();
+  fault_hits.clear();
+  drained.clear();
+  removed.clear();
+  persistence.clear();
+  resets.clear();
 }
 
 void Fake::diagnose(const std::string& message) const {
@@ -90,6 +96,13 @@ void Fake::apply(Node n, bool first) {
   for (size_t i = 0; i < node.gpus.size(); ++i) old_layout[i] = layout_key(node.gpus[i]);
   node = std::move(n);
   loaded = true;
+  fault_hits.clear();
+  for (const auto& [i, o] : mig_overrides) {
+    if (i >= node.gpus.size()) continue;
+    node.gpus[i].mig_enabled = o.enabled;
+    node.gpus[i].mig_pending = o.pending;
+    node.gpus[i].mig = o.instances;
+  }
   while (gpu_handles.size() < node.gpus.size()) {
     arena.push_back(Handle{static_cast<unsigned>(gpu_handles.size()), -1, 0});
     gpu_handles.push_back(&arena.back());
@@ -101,7 +114,8 @@ void Fake::apply(Node n, bool first) {
     mig_generation[i] = ++generations;
     mig_handles[i].clear();
     for (size_t k = 0; k < node.gpus[i].mig.size(); ++k) {
-      arena.push_back(Handle{static_cast<unsigned>(i), static_cast<int>(k), mig_generation[i]});
+      arena.push_back(Handle{static_cast<unsigned>(i), static_cast<int>(k), mig_generation[i],
+                             node.gpus[i].mig[k].gpu_instance_id});
       mig_handles[i].push_back(&arena.back());
     }
   }
@@ -118,9 +132,29 @@ void Fake::apply(Node n, bool first) {
                 [&](unsigned g) { return std::find(node.lost.begin(), node.lost.end(), g) == node.lost.end(); });
 }
 
+void Fake::mig_changed(unsigned gpu) {
+  const auto& g = node.gpus[gpu];
+  mig_overrides[gpu] = MigOverride{g.mig_enabled, g.mig_pending, g.mig};
+  std::vector<Handle*> handles;
+  for (size_t k = 0; k < g.mig.size(); ++k) {
+    Handle* h = nullptr;
+    for (auto* old : mig_handles[gpu]) {
+      if (old->gpu_instance_id == g.mig[k].gpu_instance_id) h = old;
+    }
+    if (h == nullptr) {
+      arena.push_back(Handle{gpu, static_cast<int>(k), mig_generation[gpu], g.mig[k].gpu_instance_id});
+      h = &arena.back();
+    }
+    h->mig = static_cast<int>(k);
+    handles.push_back(h);
+  }
+  // Handles of destroyed instances stay in the arena but find no instance of their id.
+  mig_handles[gpu] = std::move(handles);
+}
+
 std::string Fake::layout_key(const Gpu& g) {
   std::string k = g.uuid + (g.mig_enabled ? "+" : "-");
-  for (const auto& m : g.mig) k += fmt::format("{}@{}#{};", m.shape->key, m.start, m.gpu_instance_id);
+  for (const auto& m : g.mig) k += fmt::format("{}@{}#{}{};", m.shape->key, m.start, m.gpu_instance_id, m.has_ci ? "" : "-ci");
   return k;
 }
 

@@ -261,7 +261,7 @@ void parse_mig(const Ctx& c, const YAML::Node& n, const std::string& path, Gpu& 
       m.gpu_instance_id = next_id;
       used_ids.insert(next_id);
     }
-    m.uuid = make_uuid("MIG", std::hash<std::string>{}(g.uuid) ^ (m.gpu_instance_id * 7919ULL));
+    m.uuid = mig_uuid(g.uuid, m.gpu_instance_id);
     g.mig.push_back(std::move(m));
   }
 }
@@ -384,7 +384,7 @@ void parse_faults(const Ctx& c, const YAML::Node& n, Node& node) {
     if (!calls.IsSequence()) c.error(calls, "faults.calls", "expected a list");
     for (size_t i = 0; i < calls.size(); ++i) {
       const auto p = fmt::format("faults.calls[{}]", i);
-      c.keys(calls[i], p, {"call", "gpu", "error", "delayMs"});
+      c.keys(calls[i], p, {"call", "gpu", "error", "delayMs", "after", "times"});
       if (!calls[i]["call"] || (!calls[i]["error"] && !calls[i]["delayMs"])) {
         c.error(calls[i], p, "needs call and error and/or delayMs");
       }
@@ -392,6 +392,8 @@ void parse_faults(const Ctx& c, const YAML::Node& n, Node& node) {
       f.call = c.get<std::string>(calls[i]["call"], p + ".call");
       if (!f.call.starts_with("nvml")) c.error(calls[i]["call"], p + ".call", "expected an NVML symbol name");
       if (calls[i]["gpu"]) f.gpu = c.get<unsigned>(calls[i]["gpu"], p + ".gpu");
+      if (calls[i]["after"]) f.after = c.get<unsigned>(calls[i]["after"], p + ".after");
+      if (calls[i]["times"]) f.times = c.get<unsigned>(calls[i]["times"], p + ".times");
       if (calls[i]["error"]) f.error = c.error_code(calls[i]["error"], p + ".error");
       if (calls[i]["delayMs"]) {
         f.delay_ms = c.get<unsigned>(calls[i]["delayMs"], p + ".delayMs");
@@ -563,6 +565,10 @@ bool same_group(const std::vector<std::vector<unsigned>>& groups, unsigned a, un
 }
 
 }  // namespace
+
+std::string mig_uuid(const std::string& gpu_uuid, unsigned gpu_instance_id) {
+  return make_uuid("MIG", std::hash<std::string>{}(gpu_uuid) ^ (gpu_instance_id * 7919ULL));
+}
 
 double Wave::at(double t) const {
   if (period_s <= 0) return min;

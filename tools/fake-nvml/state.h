@@ -50,7 +50,13 @@ struct MigInstance {
   unsigned compute_instance_id = 0;
   std::string uuid;
   Telemetry telemetry;  // GPM readings of this instance (nvmlGpmMigSampleGet)
+  // A compute instance spans the GPU instance (the MIG device exists). Instances from the node file
+  // have one; one created through NVML gets one with nvmlGpuInstanceCreateComputeInstance.
+  bool has_ci = true;
 };
+
+// The UUID of MIG instance `gpu_instance_id` of the GPU `gpu_uuid` (stable across runs).
+std::string mig_uuid(const std::string& gpu_uuid, unsigned gpu_instance_id);
 
 // NVML GPU fabric info of a GPU in a multi-node NVLink domain (docs/fake-nvml.md, `fabric`).
 struct Fabric {
@@ -87,6 +93,8 @@ struct CallFault {
   std::optional<unsigned> gpu;  // all GPUs when unset
   int error = 0;          // NVML_SUCCESS with only a delay
   unsigned delay_ms = 0;  // the call blocks this long first (a hung driver), holding the library's lock
+  unsigned after = 0;     // the first `after` matching calls pass (a failure midway through a sequence)
+  unsigned times = 0;     // then it fails this many times (0: every time)
 };
 
 struct XidInjection {

@@ -55,6 +55,7 @@ Return return_from_name(const char* name);
 using Device = struct DeviceOpaque*;
 using EventSet = struct EventSetOpaque*;
 using GpuInstance = struct GpuInstanceOpaque*;
+using ComputeInstance = struct ComputeInstanceOpaque*;
 using GpmSample = struct GpmSampleOpaque*;
 
 inline constexpr unsigned kInitFlagNoGpus = 1;
@@ -145,6 +146,18 @@ inline constexpr unsigned kGpuInstanceProfile1SliceRev1 = 7;  // 1 slice + media
 inline constexpr unsigned kGpuInstanceProfile2SliceRev1 = 8;
 inline constexpr unsigned kGpuInstanceProfile1SliceRev2 = 9;  // 1 slice, double memory
 inline constexpr unsigned kGpuInstanceProfileCount = 10;
+// Compute-instance profile indices (nvmlGpuInstanceGetComputeInstanceProfileInfo) and the one
+// engine profile.
+inline constexpr unsigned kComputeInstanceProfile1Slice = 0;
+inline constexpr unsigned kComputeInstanceProfile2Slice = 1;
+inline constexpr unsigned kComputeInstanceProfile3Slice = 2;
+inline constexpr unsigned kComputeInstanceProfile4Slice = 3;
+inline constexpr unsigned kComputeInstanceProfile7Slice = 4;
+inline constexpr unsigned kComputeInstanceProfile8Slice = 5;
+inline constexpr unsigned kComputeInstanceProfile6Slice = 6;
+inline constexpr unsigned kComputeInstanceProfile1SliceRev1 = 7;
+inline constexpr unsigned kComputeInstanceProfileCount = 8;
+inline constexpr unsigned kComputeInstanceEngineProfileShared = 0;
 
 // nvmlGpuTopologyLevel_t
 inline constexpr int kTopologyInternal = 0;
@@ -299,6 +312,18 @@ struct GpuInstanceInfo {  // nvmlGpuInstanceInfo_t
   GpuInstancePlacement placement;
 };
 
+struct ComputeInstanceProfileInfo {  // nvmlComputeInstanceProfileInfo_t
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+};
+
 struct DeviceAttributes {  // nvmlDeviceAttributes_t
   unsigned int multiprocessorCount;
   unsigned int sharedCopyEngineCount;
@@ -353,6 +378,7 @@ static_assert(sizeof(FieldValue) == 40 && offsetof(FieldValue, timestamp) == 8 &
               offsetof(FieldValue, value) == 32);
 static_assert(sizeof(GpuInstanceProfileInfo) == 48 && offsetof(GpuInstanceProfileInfo, memorySizeMB) == 40);
 static_assert(sizeof(GpuInstancePlacement) == 8);
+static_assert(sizeof(ComputeInstanceProfileInfo) == 36 && offsetof(ComputeInstanceProfileInfo, sharedOfaCount) == 32);
 static_assert(sizeof(GpuInstanceInfo) == 24 && offsetof(GpuInstanceInfo, id) == 8 &&
               offsetof(GpuInstanceInfo, placement) == 16);
 static_assert(sizeof(DeviceAttributes) == 40 && offsetof(DeviceAttributes, gpuInstanceSliceCount) == 24 &&
@@ -434,6 +460,23 @@ static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, m
   X(nvmlDeviceGetGpuInstances,                                                                                      \
     (kgpu::nvml::Device device, unsigned int profileId, kgpu::nvml::GpuInstance* instances, unsigned int* count))   \
   X(nvmlGpuInstanceGetInfo, (kgpu::nvml::GpuInstance instance, kgpu::nvml::GpuInstanceInfo * info))                 \
+  X(nvmlDeviceSetMigMode, (kgpu::nvml::Device device, unsigned int mode, kgpu::nvml::Return* activationStatus))     \
+  X(nvmlDeviceGetGpuInstancePossiblePlacements_v2,                                                                  \
+    (kgpu::nvml::Device device, unsigned int profileId, kgpu::nvml::GpuInstancePlacement* placements,               \
+     unsigned int* count))                                                                                          \
+  X(nvmlDeviceCreateGpuInstanceWithPlacement,                                                                       \
+    (kgpu::nvml::Device device, unsigned int profileId, const kgpu::nvml::GpuInstancePlacement* placement,          \
+     kgpu::nvml::GpuInstance* instance))                                                                            \
+  X(nvmlGpuInstanceDestroy, (kgpu::nvml::GpuInstance instance))                                                     \
+  X(nvmlGpuInstanceGetComputeInstanceProfileInfo,                                                                   \
+    (kgpu::nvml::GpuInstance instance, unsigned int profile, unsigned int engProfile,                               \
+     kgpu::nvml::ComputeInstanceProfileInfo* info))                                                                 \
+  X(nvmlGpuInstanceCreateComputeInstance,                                                                           \
+    (kgpu::nvml::GpuInstance instance, unsigned int profileId, kgpu::nvml::ComputeInstance* computeInstance))       \
+  X(nvmlGpuInstanceGetComputeInstances,                                                                             \
+    (kgpu::nvml::GpuInstance instance, unsigned int profileId, kgpu::nvml::ComputeInstance* computeInstances,      \
+     unsigned int* count))                                                                                          \
+  X(nvmlComputeInstanceDestroy, (kgpu::nvml::ComputeInstance computeInstance))                                      \
   X(nvmlDeviceGetAttributes_v2, (kgpu::nvml::Device device, kgpu::nvml::DeviceAttributes * attributes))             \
   X(nvmlDeviceGetTopologyCommonAncestor, (kgpu::nvml::Device a, kgpu::nvml::Device b, int* level))                  \
   X(nvmlDeviceGetNvLinkState, (kgpu::nvml::Device device, unsigned int link, int* isActive))                        \
