@@ -20,6 +20,7 @@
 #include "gpu/report.h"
 #include "cli/doctor_cmd.h"
 #include "cli/report_cmd.h"
+#include "cli/mig_cmd.h"
 #include "cli/validate_cmd.h"
 #include "cli/scheduler_cmd.h"
 #include "cli/top_cmd.h"
@@ -513,6 +514,7 @@ int run(int argc, char** argv) {
   auto* scheduler_cmd = add_scheduler_command(app);
   auto* report_cmd = add_report_command(app);
   auto* validate_cmd = add_validate_command(app, g.nvml_library);
+  auto* mig_cmd = add_mig_command(app, g.nvml_library);
   add_top_commands(app);
   try {
     app.parse(argc, argv);
@@ -529,6 +531,7 @@ int run(int argc, char** argv) {
   if (*scheduler_cmd) return run_scheduler_command();
   if (*report_cmd) return run_report_command();
   if (*validate_cmd) return run_validate_command();
+  if (*mig_cmd) return run_mig_command();
   if (auto rc = run_top_commands()) return *rc;
   if (*agent_cmd) {
     const auto level = log::parse_level(log_level);

@@ -88,5 +88,37 @@ TEST(Cli, VersionWithoutSubcommand) {
   EXPECT_EQ(out.text, "kgpu " KGPU_VERSION "\n");
 }
 
+// `kgpu mig` across processes: the fake keeps its MIG layout in $KGPU_FAKE_NVML_STATE as a driver
+// keeps it across runs, so apply, assert and export see each other's work.
+TEST(Cli, MigApplyAssertAndExportAcrossRuns) {
+  kgpu::testing::TempDir dir;
+  FakeNodeFile f("preset: hgx-h100-8\ngpus:\n  - {index: 5, processes: [{pid: 42, usedMemoryMiB: 10}]}\n");
+  const std::string env = "KGPU_FAKE_NVML_STATE=" + (dir.path() / "mig.state").string() + " ";
+  auto mig = [&](const std::string& args) { return run_command(env + with_fake("mig " + args)); };
+  auto out = mig("assert -c all-balanced");
+  EXPECT_EQ(out.status, 1) << out.text;
+  EXPECT_NE(out.text.find("selected configuration not currently applied"), std::string::npos) << out.text;
+  const std::string config = dir.write("mig.yaml",
+                                       "version: v1\nmig-configs:\n  split:\n    - devices: [0, 1, 5]\n      mig-enabled: true\n"
+                                       "      mig-devices: {\"3g.40gb\": 2}\n");
+  out = mig("apply -f " + config + " -c split");
+  EXPECT_EQ(out.status, 1) << out.text;  // GPU 5 has a process: its mode change waits for a reset
+  EXPECT_NE(out.text.find("GPU 0: MIG off -> MIG on: 3g.40gb, 3g.40gb"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("GPU 5: FAILED: GPU 5: MIG mode on waits for a GPU reset, which failed"), std::string::npos)
+      << out.text;
+  // Another run sees the layout: assert holds for GPUs 0 and 1, applying again changes nothing there.
+  out = mig("apply -f " + config + " -c split --dry-run");
+  EXPECT_NE(out.text.find("GPU 0: MIG on: 3g.40gb, 3g.40gb (unchanged)"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("GPU 1: MIG on: 3g.40gb, 3g.40gb (unchanged)"), std::string::npos) << out.text;
+  out = mig("export");
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("    - devices: [0]\n      mig-enabled: true\n      mig-devices:\n        \"3g.40gb\": 2\n"),
+            std::string::npos)
+      << out.text;
+  out = mig("apply -f " + config + " -c nope");
+  EXPECT_EQ(out.status, 2);
+  EXPECT_NE(out.text.find("no config named 'nope' (known: split)"), std::string::npos) << out.text;
+}
+
 }  // namespace
 }  // namespace kgpu

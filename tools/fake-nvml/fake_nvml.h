@@ -80,6 +80,11 @@ class Fake {
     std::vector<MigInstance> instances;
   };
   std::map<unsigned, MigOverride> mig_overrides;
+  // $KGPU_FAKE_NVML_STATE: where the MIG overrides are kept across processes (as a real driver keeps
+  // its MIG layout); read when the node is first loaded, written on every change. "" = in memory only.
+  std::string state_path;
+  void load_mig_state();  // into mig_overrides (an unreadable or malformed file is logged and ignored)
+  void save_mig_state() const;
   // Matching calls seen per call fault (by index in node.call_faults), for `after`; reset on reload.
   mutable std::map<size_t, unsigned> fault_hits;
   std::set<EventSetImpl*> sets;  // owned: freed by nvmlEventSetFree, or here at unload

@@ -5,6 +5,7 @@
 // stay stable across reloads.
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +21,7 @@ namespace kgpu::fake_nvml {
 namespace {
 
 constexpr const char* kConfigEnv = "KGPU_FAKE_NVML_CONFIG";
+constexpr const char* kStateEnv = "KGPU_FAKE_NVML_STATE";
 
 }  // namespace
 
@@ -90,6 +92,63 @@ bool Fake::refresh() {
   return true;
 }
 
+void Fake::load_mig_state() {
+  const char* env = std::getenv(kStateEnv);
+  state_path = env != nullptr ? env : "";
+  if (state_path.empty()) return;
+  auto text = kgpu::read_file_limited(state_path, 1 << 20);
+  if (!text) return;  // none yet
+  try {
+    const YAML::Node root = YAML::Load(*text);
+    for (const auto& g : root["gpus"]) {
+      const auto index = g["index"].as<unsigned>();
+      if (index >= node.gpus.size()) continue;
+      MigOverride o;
+      o.enabled = g["enabled"].as<bool>();
+      o.pending = g["pending"].as<bool>();
+      for (const auto& i : g["instances"]) {
+        MigInstance m;
+        const auto key = i["shape"].as<std::string>();
+        for (const auto& s : kgpu::gpu::mig::shapes()) {
+          if (key == s.key) m.shape = &s;
+        }
+        for (const auto& p : node.gpus[index].model->mig) {
+          if (m.shape != nullptr && key == p.shape) m.profile = &p;
+        }
+        if (m.shape == nullptr || m.profile == nullptr) throw std::runtime_error("unknown shape " + key);
+        m.start = i["start"].as<unsigned>();
+        m.gpu_instance_id = i["gpuInstanceId"].as<unsigned>();
+        m.has_ci = i["computeInstance"].as<bool>();
+        m.uuid = mig_uuid(node.gpus[index].uuid, m.gpu_instance_id);
+        o.instances.push_back(std::move(m));
+      }
+      mig_overrides[index] = std::move(o);
+    }
+  } catch (const std::exception& e) {
+    diagnose(fmt::format("fake NVML: MIG state {}: {} (ignored)", state_path, e.what()));
+    mig_overrides.clear();
+  }
+}
+
+void Fake::save_mig_state() const {
+  if (state_path.empty()) return;
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "gpus" << YAML::Value << YAML::BeginSeq;
+  for (const auto& [index, o] : mig_overrides) {
+    out << YAML::BeginMap << YAML::Key << "index" << YAML::Value << index << YAML::Key << "enabled" << YAML::Value
+        << o.enabled << YAML::Key << "pending" << YAML::Value << o.pending << YAML::Key << "instances" << YAML::Value
+        << YAML::BeginSeq;
+    for (const auto& m : o.instances) {
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "shape" << YAML::Value << m.shape->key << YAML::Key << "start"
+          << YAML::Value << m.start << YAML::Key << "gpuInstanceId" << YAML::Value << m.gpu_instance_id << YAML::Key
+          << "computeInstance" << YAML::Value << m.has_ci << YAML::EndMap;
+    }
+    out << YAML::EndSeq << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  (void)kgpu::write_file_atomically(state_path, std::string(out.c_str()) + "\n");
+}
+
 void Fake::apply(Node n, bool first) {
   const size_t old_xids = first ? n.xids.size() : xids_seen;
   std::vector<std::string> old_layout(node.gpus.size());
@@ -97,6 +156,7 @@ void Fake::apply(Node n, bool first) {
   node = std::move(n);
   loaded = true;
   fault_hits.clear();
+  if (first) load_mig_state();
   for (const auto& [i, o] : mig_overrides) {
     if (i >= node.gpus.size()) continue;
     node.gpus[i].mig_enabled = o.enabled;
@@ -135,6 +195,7 @@ void Fake::apply(Node n, bool first) {
 void Fake::mig_changed(unsigned gpu) {
   const auto& g = node.gpus[gpu];
   mig_overrides[gpu] = MigOverride{g.mig_enabled, g.mig_pending, g.mig};
+  save_mig_state();
   std::vector<Handle*> handles;
   for (size_t k = 0; k < g.mig.size(); ++k) {
     Handle* h = nullptr;

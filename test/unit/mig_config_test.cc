@@ -1,0 +1,149 @@
+// mig-parted's config format (gpu/mig_config.h): parsing with file:line errors, NVIDIA's default
+// config names, and each GPU's target under a config.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "gpu/mig_config.h"
+
+namespace kgpu::gpu::mig {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// What an H100 80GB offers (NVML's GPU-instance profiles; memory per spec).
+std::vector<Offer> h100() {
+  auto shape = [](const char* key) {
+    for (const auto& s : shapes()) {
+      if (std::string(s.key) == key) return &s;
+    }
+    return static_cast<const Shape*>(nullptr);
+  };
+  return {{shape("1g"), "1g.10gb", 9856},       {shape("2g"), "2g.20gb", 20096}, {shape("3g"), "3g.40gb", 40320},
+          {shape("4g"), "4g.40gb", 40320},      {shape("7g"), "7g.80gb", 80896}, {shape("1g+me"), "1g.10gb+me", 9856},
+          {shape("1g.2x"), "1g.20gb", 20096}};
+}
+
+constexpr const char* kFile = R"(version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  custom:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.10gb": 7
+    - devices: [0, 1]
+      device-filter: ["0x233010DE", "0x20B010DE"]
+      mig-enabled: true
+      mig-devices:
+        "3g.40gb": 2
+    - devices: [7]
+      mig-enabled: false
+)";
+
+TEST(MigConfig, ParsesMigPartedsFormat) {
+  auto f = parse_config(kFile, "config.yaml");
+  ASSERT_TRUE(f) << f.error().message;
+  ASSERT_EQ(f->configs.size(), 2u);
+  const auto& c = f->configs.at("custom");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_FALSE(c[0].devices.has_value());
+  EXPECT_EQ(c[1].devices, std::vector<unsigned>({0, 1}));
+  EXPECT_THAT(c[1].device_filter, ElementsAre(0x233010DEu, 0x20B010DEu));
+  EXPECT_EQ(c[1].line, 11);
+  // The format round-trips.
+  auto again = parse_config(format_config(*f), "formatted");
+  ASSERT_TRUE(again) << again.error().message << "\n" << format_config(*f);
+  EXPECT_EQ(format_config(*again), format_config(*f));
+}
+
+TEST(MigConfig, BadFilesNameTheLineAndField) {
+  struct Case {
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "f.yaml:1: version: unknown version 'v2'"},
+      {"mig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "version: missing"},
+      {"version: v1\nmig-configs: {}\n", "mig-configs: expected a mapping of config names"},
+      {"version: v1\nmig-configs:\n  a: []\n", "f.yaml:3: mig-configs.a: expected a non-empty list"},
+      {"version: v1\nmig-configs:\n  a:\n    - mig-enabled: true\n", "f.yaml:4: mig-configs.a[0]: devices is required"},
+      {"version: v1\nmig-configs:\n  a:\n    - {devices: all}\n", "mig-configs.a[0]: mig-enabled is required"},
+      {"version: v1\nmig-configs:\n  a:\n    - {devices: all, mig-enabled: false, mig-devices: {1g.10gb: 1}}\n",
+       "mig-configs.a[0].mig-devices: must be empty when mig-enabled is false"},
+      {"version: v1\nmig-configs:\n  a:\n    - {devices: [0, 0], mig-enabled: false}\n", "devices[1]: GPU 0 is listed twice"},
+      {"version: v1\nmig-configs:\n  a:\n    - {devices: some, mig-enabled: false}\n",
+       "mig-configs.a[0].devices: expected \"all\" or a list"},
+      {"version: v1\nmig-configs:\n  a:\n    - {devices: all, mig-enabled: yes please}\n", "is not true or false"},
+      {"version: v1\nmig-configs:\n  a:\n    - {devices: all, mig-enabled: true, mig-devices: {1g.10gb: 9}}\n",
+       "mig-devices.1g.10gb: 9 instances: a GPU holds at most 7"},
+      {"version: v1\nmig-configs:\n  a:\n    - {devices: all, mig-enabled: true, device-filter: H100}\n",
+       "device-filter: 'H100' is not a PCI id such as 0x233010DE"},
+      {"version: v1\nmig-configs:\n  a:\n    - {devices: all, mig-enabled: true, colour: red}\n",
+       "mig-configs.a[0]: unknown field 'colour'"},
+      {"version: v1\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\nextra: 1\n", "f.yaml:3: (top): unknown field 'extra'"},
+      {"version: v1\nmig-configs: [\n", "not valid YAML"},
+  };
+  for (const auto& c : cases) {
+    auto f = parse_config(c.text, "f.yaml");
+    ASSERT_FALSE(f) << c.text;
+    EXPECT_THAT(f.error().message, HasSubstr(c.error)) << c.text;
+  }
+}
+
+TEST(MigConfig, DefaultNamesAreNvidias) {
+  const auto offers = h100();
+  auto d = default_configs(offers);
+  std::vector<std::string> names;
+  for (const auto& [n, e] : d.configs) names.push_back(n);
+  EXPECT_THAT(names, ElementsAre("all-1g.10gb", "all-1g.10gb.me", "all-1g.20gb", "all-2g.20gb", "all-3g.40gb",
+                                 "all-4g.40gb", "all-7g.80gb", "all-balanced", "all-disabled", "all-enabled"));
+  auto count = [&](const std::string& name) { return d.configs.at(name)[0].profiles; };
+  EXPECT_THAT(count("all-1g.10gb"), ElementsAre(std::pair<std::string, unsigned>{"1g.10gb", 7}));
+  EXPECT_THAT(count("all-2g.20gb"), ElementsAre(std::pair<std::string, unsigned>{"2g.20gb", 3}));
+  EXPECT_THAT(count("all-3g.40gb"), ElementsAre(std::pair<std::string, unsigned>{"3g.40gb", 2}));
+  EXPECT_THAT(count("all-1g.20gb"), ElementsAre(std::pair<std::string, unsigned>{"1g.20gb", 4}));
+  EXPECT_THAT(count("all-1g.10gb.me"), ElementsAre(std::pair<std::string, unsigned>{"1g.10gb+me", 1}));
+  EXPECT_THAT(count("all-balanced"),
+              ElementsAre(std::pair<std::string, unsigned>{"1g.10gb", 2}, std::pair<std::string, unsigned>{"2g.20gb", 1},
+                          std::pair<std::string, unsigned>{"3g.40gb", 1}));
+  EXPECT_TRUE(d.configs.at("all-enabled")[0].enabled);
+  EXPECT_TRUE(d.configs.at("all-enabled")[0].profiles.empty());
+  // Every default fits one GPU.
+  for (const auto& [n, e] : d.configs) {
+    std::vector<std::string> want;
+    for (const auto& [p, c] : e[0].profiles) want.insert(want.end(), c, p);
+    EXPECT_TRUE(plan(offers, want)) << n;
+  }
+  // A GPU without MIG: all-disabled alone.
+  EXPECT_EQ(default_configs({}).configs.size(), 1u);
+}
+
+TEST(MigConfig, TargetsFollowDevicesFiltersAndTheLastEntry) {
+  auto f = *parse_config(kFile, "config.yaml");
+  // GPUs 0-1 are H100 SXM (0x2330), GPU 2 an A100 (0x20B0), 3-7 H100.
+  std::vector<GpuId> gpus;
+  for (unsigned i = 0; i < 8; ++i) gpus.push_back({i, i == 2 ? 0x20B010DEu : 0x233010DEu});
+  auto t = select(f, "custom", gpus);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_EQ(t->size(), 8u);
+  EXPECT_THAT((*t)[0].profiles, ElementsAre("3g.40gb", "3g.40gb"));  // the later entry wins
+  EXPECT_EQ((*t)[2].profiles.size(), 7u);                            // not in devices [0, 1]
+  EXPECT_FALSE((*t)[7].enabled);
+  // A filter no GPU matches: the entry names none; GPUs no entry names are left out.
+  gpus = {{0, 0x294110DEu}, {1, 0x294110DEu}};
+  auto f2 = *parse_config("version: v1\nmig-configs:\n  x:\n    - {devices: [1], device-filter: \"0x233010DE\", mig-enabled: false}\n",
+                          "f2.yaml");
+  EXPECT_TRUE(select(f2, "x", gpus)->empty());
+  auto unknown = select(f, "nope", gpus);
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error().message, HasSubstr("config.yaml: no config named 'nope' (known: all-disabled, custom)"));
+  auto missing = select(*parse_config("version: v1\nmig-configs:\n  x:\n    - {devices: [5], mig-enabled: false}\n", "f3.yaml"),
+                        "x", gpus);
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message, HasSubstr("f3.yaml:4: mig-configs.x: devices names GPU 5, which this node does not have"));
+}
+
+}  // namespace
+}  // namespace kgpu::gpu::mig
