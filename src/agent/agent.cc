@@ -373,15 +373,20 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     if (auto r = remediation_slot->load()) r->on_fault(e);
   };
   std::shared_ptr<RemediationService> remediation;
+  std::unique_ptr<kube::Client> mig_client;
+  std::unique_ptr<MigManager> mig_manager;
   struct RemediationGuard {
     std::shared_ptr<RemediationService>& service;
     std::atomic<std::shared_ptr<RemediationService>>& slot;
+    std::unique_ptr<MigManager>& mig;
     ~RemediationGuard() {
+      if (mig) mig->stop();
+      mig.reset();
       if (service) service->stop();
       slot.store(nullptr);
       service.reset();
     }
-  } remediation_guard{remediation, *remediation_slot};
+  } remediation_guard{remediation, *remediation_slot, mig_manager};
   RealMpsControl dra_mps;  // outlives the DRA service that calls it
   // The pool's ResourceSlices (DRA mode with API access); outlives `dra`, which feeds it.
   std::unique_ptr<dra::SlicePublisher> slices;
@@ -409,6 +414,22 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
         remediation_slot->store(remediation);
       } else if (options.remediation.policy.mode != health::Mode::kOff) {
         log::warn("remediation needs API access (a pod's service account, or --kubeconfig, and NODE_NAME): off");
+      }
+      if (options.mig_manager && api.view) {
+        kube::LoadOptions lo;
+        lo.kubeconfig = options.kubeconfig;
+        auto config = kube::load_config(lo);
+        if (!config) return std::unexpected(config.error().wrap("MIG manager"));
+        config->user_agent = "kgpu-agent";
+        auto c = kube::Client::create(std::move(*config));
+        if (!c) return std::unexpected(c.error().wrap("MIG manager"));
+        mig_client = std::move(*c);
+        MigManagerOptions mo = options.mig;
+        mo.clock = &clock;
+        mig_manager = std::make_unique<MigManager>(*node, *plugins, *mig_client, *api.view, std::move(mo));
+        mig_manager->start();
+      } else if (options.mig_manager) {
+        log::warn("the MIG manager needs API access (a pod's service account, or --kubeconfig, and NODE_NAME): off");
       }
     }
     if (dra_mode) {
@@ -538,6 +559,7 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     serving.plugins = nullptr;
     serving.remediation = nullptr;
   }
+  if (mig_manager) mig_manager->stop();
   if (remediation) remediation->stop();
   // Each side waits up to one NVML event timeout for its watcher: stop them side by side.
   std::thread sampler_stop([&] {

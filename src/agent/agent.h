@@ -9,6 +9,7 @@
 
 #include "agent/dra_service.h"
 #include "agent/plugin_manager.h"
+#include "agent/mig_manager.h"
 #include "agent/remediation_service.h"
 #include "common/clock.h"
 #include "common/http_server.h"
@@ -44,6 +45,10 @@ struct AgentOptions {
   // GPU fault classification, node conditions and (opt-in) remediation (docs/remediation.md);
   // device-plugin mode with API access only.
   RemediationOptions remediation;
+  // The MIG manager (docs/mig.md): applies the layout the node label nvidia.com/mig.config names;
+  // device-plugin mode with API access only.
+  bool mig_manager = false;
+  MigManagerOptions mig;
   HttpServerOptions http;  // connection, header and idle limits of :9400 (docs/metrics.md)
   // With failOnInitError false, how often NVML is tried again while it cannot initialise.
   std::chrono::milliseconds nvml_retry{std::chrono::seconds(30)};

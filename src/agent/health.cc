@@ -183,9 +183,9 @@ void HealthBook::hold(const std::string& uuid, const std::string& reason) {
   }
   h.healthy = false;
   h.held = true;
-  h.reason = "withheld for remediation: " + reason;
+  h.reason = "withheld: " + reason;
   h.last_bad = clock_.steady_now();
-  log::warn("device withheld for remediation: " + reason, {log::kv("device", uuid)});
+  log::warn("device withheld: " + reason, {log::kv("device", uuid)});
 }
 
 void HealthBook::unhold(const std::string& uuid) {
@@ -193,7 +193,7 @@ void HealthBook::unhold(const std::string& uuid) {
   if (it == states_.end() || !it->second.held) return;
   it->second = HealthState{};
   ++recoveries_;
-  log::info("device returned to service by remediation", {log::kv("device", uuid)});
+  log::info("device returned to service", {log::kv("device", uuid)});
 }
 
 bool HealthBook::healthy(const std::string& uuid) const {

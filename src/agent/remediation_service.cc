@@ -9,6 +9,7 @@
 #include <charconv>
 
 #include "agent/plugin_manager.h"
+#include "agent/node_pods.h"
 #include "agent/validate.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -23,31 +24,6 @@ namespace {
 
 constexpr size_t kMaxQueued = 4096;
 constexpr size_t kMaxAnnotationBytes = 64 * 1024;
-
-// The GPUs a pod holds: its kgpu.io/gpu-allocated (what the containers got), else its assignment.
-bool pod_uses(const nlohmann::json& pod, const std::string& uuid) {
-  const auto& ann = pod["metadata"].value("annotations", nlohmann::json::object());
-  for (const char* key : {k8s::kAnnotationGpuAllocated, k8s::kAnnotationGpuAssignment}) {
-    if (!ann.contains(key) || !ann[key].is_string()) continue;
-    auto a = k8s::parse_assignment(ann[key].get<std::string>());
-    if (!a) continue;
-    for (const auto& c : *a) {
-      if (std::find(c.uuids.begin(), c.uuids.end(), uuid) != c.uuids.end()) return true;
-    }
-    return false;
-  }
-  return false;
-}
-
-bool finished(const nlohmann::json& pod) {
-  const auto phase = pod.value("status", nlohmann::json::object()).value("phase", "");
-  return phase == "Succeeded" || phase == "Failed";
-}
-
-health::PodRef ref(const nlohmann::json& pod) {
-  const auto& m = pod["metadata"];
-  return {m.value("namespace", ""), m.value("name", ""), m.value("uid", "")};
-}
 
 std::string now_rfc3339(const Clock& clock) { return format_rfc3339(clock.system_now()); }
 
@@ -66,7 +42,7 @@ class RemediationService::Host : public health::RemediationHost {
     if (!pods) return std::unexpected(pods.error());
     std::vector<health::PodRef> out;
     for (const auto& p : *pods) {
-      if (!finished(p) && pod_uses(p, r.uuid)) out.push_back(ref(p));
+      if (!pod_finished(p) && pod_uses_any(p, {r.uuid})) out.push_back(pod_ref(p));
     }
     return out;
   }
@@ -76,32 +52,19 @@ class RemediationService::Host : public health::RemediationHost {
     if (!pods) return std::unexpected(pods.error());
     std::vector<health::PodRef> out;
     for (const auto& p : *pods) {
-      if (finished(p)) continue;
+      if (pod_finished(p)) continue;
       const auto& m = p["metadata"];
       if (m.value("annotations", nlohmann::json::object()).contains("kubernetes.io/config.mirror")) continue;
       bool daemon = false;
       for (const auto& o : m.value("ownerReferences", nlohmann::json::array())) {
         daemon = daemon || o.value("kind", "") == "DaemonSet";
       }
-      if (!daemon) out.push_back(ref(p));
+      if (!daemon) out.push_back(pod_ref(p));
     }
     return out;
   }
 
-  Result<health::Eviction> evict(const health::PodRef& p) override {
-    nlohmann::json body = {{"apiVersion", "policy/v1"},
-                           {"kind", "Eviction"},
-                           {"metadata", {{"name", p.name}, {"namespace", p.ns}}}};
-    if (!p.uid.empty()) body["deleteOptions"] = {{"preconditions", {{"uid", p.uid}}}};
-    auto r = s_.client_.create(kube::resources::kPods, p.ns, body, "eviction", p.name);
-    if (r) {
-      log::info("remediation: evicted " + p.ns + "/" + p.name);
-      return health::Eviction{};
-    }
-    if (r.error().not_found()) return health::Eviction{health::EvictOutcome::kGone, ""};
-    if (r.error().too_many_requests()) return health::Eviction{health::EvictOutcome::kBlocked, r.error().message};
-    return std::unexpected(r.error().to_error());
-  }
+  Result<health::Eviction> evict(const health::PodRef& p) override { return evict_pod(s_.client_, p); }
 
   Result<bool> acquire_budget(const health::GpuRecord& r, std::string* holders) override {
     const std::string key = slot_key(r);

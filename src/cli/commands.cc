@@ -459,6 +459,19 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--boot-id-file", ao.remediation.boot_id_file,
                         "The kernel's boot ID (a reboot-class remediation resumes when it changes)")
       ->capture_default_str();
+  // The MIG manager (docs/mig.md).
+  agent_cmd->add_option("--mig-manager", ao.mig_manager,
+                        "Apply the MIG layout the node label nvidia.com/mig.config names (NVIDIA MIG Manager's contract)")
+      ->capture_default_str();
+  agent_cmd->add_option("--mig-config-file", ao.mig.config_file,
+                        "mig-parted v1 config file (default: NVIDIA's default config names for the node's GPUs)");
+  agent_cmd->add_option("--mig-evict", ao.mig.evict,
+                        "Evict the pods of a GPU whose MIG layout changes (false: wait for them to leave)")
+      ->capture_default_str();
+  agent_cmd->add_option("--mig-lock-file", ao.mig.lock_file, "Held while a MIG change runs (one changer per host)")
+      ->capture_default_str();
+  long long mig_drain_ms = 300000;
+  ms_option("--mig-drain-timeout", mig_drain_ms, "Milliseconds a MIG change waits for the GPUs' pods to leave", 100);
   long long remediation_interval_ms = 1000;
   ms_option("--remediation-interval", remediation_interval_ms, "Milliseconds between remediation rounds", 50);
   long long report_interval_ms = 30000;
@@ -591,6 +604,7 @@ int run(int argc, char** argv) {
       return 2;
     }
     ao.remediation.interval = std::chrono::milliseconds(remediation_interval_ms);
+    ao.mig.drain_timeout = std::chrono::milliseconds(mig_drain_ms);
     if (auto f = agent::parse_config_fallbacks(config_fallback)) {
       ao.plugins.config_dir.fallbacks = std::move(*f);
     } else {

@@ -66,10 +66,11 @@ def wait_listening(cluster, name, timeout=30):
     return cluster.wait_for(port, timeout, f"{name} to listen")
 
 
-def start_agent(cluster, build, node, kubeconfig, nvml_config="examples/nodes/dgx-h100.yaml", extra=()):
+def start_agent(cluster, build, node, kubeconfig, nvml_config="examples/nodes/dgx-h100.yaml", extra=(), env=None):
     """`kgpu agent` for kwok node `node` on the fake NVML (tools/fake-nvml) with API access through
     `kubeconfig`. No kubelet serves this node: the device-plugin directory is the agent's own and
-    PodResources is off. Returns the process name in cluster.procs."""
+    PodResources is off. `env` adds to the agent's environment. Returns the process name in
+    cluster.procs."""
     name = f"agent-{node}"
     root = cluster.path(name)
     dev = os.path.join(root, "dev")
@@ -83,7 +84,7 @@ def start_agent(cluster, build, node, kubeconfig, nvml_config="examples/nodes/dg
             "--dev-root", root, "--cdi-root", os.path.join(root, "cdi"),
             "--output-file", os.path.join(root, "features.d", "gfd"), *extra]
     # The node's name by --node-name alone (no $NODE_NAME): it names the agent's series (Hostname) too.
-    env = {"KGPU_FAKE_NVML_CONFIG": node_gpus(root, node, nvml_config), "NVIDIA_DRIVER_ROOT": "/"}
+    env = {"KGPU_FAKE_NVML_CONFIG": node_gpus(root, node, nvml_config), "NVIDIA_DRIVER_ROOT": "/", **(env or {})}
     cluster.procs[name] = Process(name, argv, cluster.log(name), env)
     return name
 

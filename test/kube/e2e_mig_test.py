@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""`kgpu agent --mig-manager` on a real control plane (test/kube/cluster.py): the chart's RBAC, a
+kwok node with eight fake H100s whose MIG layout the fake NVML keeps in a state file, and the node
+label nvidia.com/mig.config driving it (docs/mig.md):
+
+- all-balanced: state pending -> success; the layout read back by `kgpu mig export` on the same
+  GPUs; the operands' gpu.deploy labels that were "true" are paused and restored, "false" untouched;
+- a config changing GPU 3 alone while a pod holds GPU 3: GPU 3 withheld, the change waits, times
+  out, fails naming the pod, nothing changed, the operands restored;
+- the same layout again: success without pausing anything;
+- once the pod is gone: only GPU 3 changes (the others keep their instances);
+- a profile the GPU does not offer: failed with the reason in the node annotation, nothing changed.
+
+Usage: e2e_mig_test.py BUILD_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import SOURCE, Cluster  # noqa: E402
+from kgpu_procs import agent_port, rbac_refusals, run_main, start_agent  # noqa: E402
+
+build = os.path.abspath(sys.argv[1])
+HELM = os.path.join(SOURCE, ".tools/kube/helm")
+NODE = "gpu-m"
+NS = "team"
+
+CONFIG = """version: v1
+mig-configs:
+  all-balanced:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+  gpu3-split:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    - devices: [3]
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 2}
+  bad-profile:
+    - devices: [0]
+      mig-enabled: true
+      mig-devices: {"1g.5gb": 7}
+"""
+
+
+def body(check):
+    with Cluster() as c:
+        r = subprocess.run([HELM, "install", "kgpu", os.path.join(SOURCE, "deploy/helm/kgpu"), "--namespace", "kgpu-system",
+                            "--create-namespace", f"--kubeconfig={c.kubeconfig}"], capture_output=True, text=True,
+                           timeout=180)
+        check(r.returncode == 0, "helm install", r.stderr)
+        c.add_fake_node(NODE, labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.device-plugin": "true",
+                                      "nvidia.com/gpu.deploy.dcgm-exporter": "true",
+                                      "nvidia.com/gpu.deploy.gpu-feature-discovery": "false"},
+                        capacity={"nvidia.com/gpu": "8"})
+        c.wait_for(lambda: c.node_ready(NODE), 90, "the kwok node Ready")
+        node_file = c.path("h100.yaml")
+        with open(node_file, "w") as f:
+            f.write("preset: hgx-h100-8\n")
+        config = c.path("mig-config.yaml")
+        with open(config, "w") as f:
+            f.write(CONFIG)
+        state = c.path("mig.state")
+        env = {"KGPU_FAKE_NVML_STATE": state}
+        start_agent(c, build, NODE, c.service_account_kubeconfig("kgpu-system", "kgpu-agent"), nvml_config=node_file,
+                    extra=["--mig-manager=true", f"--mig-config-file={config}", "--mig-drain-timeout=3000",
+                           f"--mig-lock-file={c.path('mig.lock')}", "--mig-strategy=mixed", "--health-interval=300",
+                           "--node-report-interval=500"],
+                    env=env)
+        agent_port(c, NODE)
+        agent_nvml = c.path(f"agent-{NODE}", "node.yaml")
+
+        def labels():
+            return c.get(f"/api/v1/nodes/{NODE}")["metadata"].get("labels", {})
+
+        def annotation(key):
+            return c.get(f"/api/v1/nodes/{NODE}")["metadata"].get("annotations", {}).get(key)
+
+        def export():
+            r = subprocess.run([os.path.join(build, "kgpu"), "--nvml-library",
+                                os.path.join(build, "tools/fake-nvml/libnvidia-ml.so.1"), "mig", "export"],
+                               env=dict(os.environ, KGPU_FAKE_NVML_CONFIG=agent_nvml, KGPU_FAKE_NVML_STATE=state),
+                               capture_output=True, text=True, timeout=60)
+            return r.stdout
+
+        def label(value):
+            # The state label goes with it, so that the wait below sees this change's outcome.
+            c.patch(f"/api/v1/nodes/{NODE}",
+                    {"metadata": {"labels": {"nvidia.com/mig.config": value, "nvidia.com/mig.config.state": None}}})
+
+        def state_is(value):
+            return labels().get("nvidia.com/mig.config.state") == value
+
+        # --- all-balanced on every GPU --------------------------------------------------------------
+        label("all-balanced")
+        c.wait_for(lambda: state_is("success"), 60, "all-balanced applied")
+        out = export()
+        check(out.count('"1g.10gb": 2') == 8 and out.count('"3g.40gb": 1') == 8,
+              "every GPU reads back as all-balanced (2 x 1g.10gb, 2g.20gb, 3g.40gb)", out)
+        lb = labels()
+        check(lb.get("nvidia.com/gpu.deploy.device-plugin") == "true" and lb.get("nvidia.com/gpu.deploy.dcgm-exporter") == "true"
+              and lb.get("nvidia.com/gpu.deploy.gpu-feature-discovery") == "false",
+              "the operands were restored ('false' left as it was)", lb)
+        events = c.get("/apis/events.k8s.io/v1/events")["items"]
+        check(any(e.get("reason") == "MigConfigApplied" for e in events), "a MigConfigApplied Event")
+        plugins = c.path(f"agent-{NODE}", "device-plugins")
+        c.wait_for(lambda: all(os.path.exists(os.path.join(plugins, f"nvidia-mig-{p}.sock"))
+                               for p in ("1g.10gb", "2g.20gb", "3g.40gb")), 30, "the MIG device plugins")
+        check(not os.path.exists(os.path.join(plugins, "nvidia-gpu.sock")),
+              "the device plugins follow the new layout without an agent restart: MIG resources served, nvidia.com/gpu gone")
+        report = c.wait_for(lambda: json.loads(annotation("kgpu.io/gpus") or "{}"), 30, "the node report")
+
+        # --- GPU 3 held by a pod: the change waits, times out, changes nothing ----------------------
+        gpu3 = [g for g in report.get("gpus", []) if g.get("index") == 3]
+        uuid3 = gpu3[0]["uuid"] if gpu3 else ""
+        c.create("/api/v1/namespaces", {"metadata": {"name": NS}})
+        c.wait_for(lambda: c.get(f"/api/v1/namespaces/{NS}/serviceaccounts")["items"], 30, "the default ServiceAccount")
+        c.create(f"/api/v1/namespaces/{NS}/pods", {
+            "metadata": {"name": "infer", "annotations": {"kgpu.io/gpu-resource": "nvidia.com/gpu",
+                                                          "kgpu.io/gpu-assignment": f"cuda:{uuid3}"}},
+            "spec": {"nodeName": NODE, "containers": [{"name": "cuda", "image": "cuda"}]}})
+        label("gpu3-split")
+        c.wait_for(lambda: state_is("pending"), 30, "state pending")
+        lb = labels()
+        check(lb.get("nvidia.com/gpu.deploy.device-plugin") == "paused-for-mig-change" and
+              lb.get("nvidia.com/gpu.deploy.gpu-feature-discovery") == "false",
+              "while pending, the operands that were true are paused", lb)
+        c.wait_for(lambda: state_is("failed"), 30, "the change to time out")
+        err = annotation("kgpu.io/mig-config-error") or ""
+        check(f"{NS}/infer" in err and "timed out" in err, "failed with the pod named", err)
+        check(labels().get("nvidia.com/gpu.deploy.device-plugin") == "true", "operands restored after the failure")
+        check(export().count('"3g.40gb": 1') == 8, "nothing changed on any GPU")
+
+        # --- the layout already there: success, nothing paused --------------------------------------
+        label("all-balanced")
+        c.wait_for(lambda: state_is("success"), 30, "all-balanced again")
+        check(annotation("kgpu.io/mig-config-error") == "", "no error")
+
+        # --- the pod gone: only GPU 3 changes -------------------------------------------------------
+        c.request("DELETE", f"/api/v1/namespaces/{NS}/pods/infer?gracePeriodSeconds=0")
+        c.wait_for(lambda: not c.get(f"/api/v1/namespaces/{NS}/pods")["items"], 30, "the pod gone")
+        label("gpu3-split")
+        c.wait_for(lambda: state_is("success"), 30, "gpu3-split applied")
+        out = export()
+        check(out.count('"3g.40gb": 2') == 1 and out.count('"3g.40gb": 1') == 7, "GPU 3 split in two, the others untouched",
+              out)
+
+        # --- a profile the GPU does not offer -----------------------------------------------------------
+        label("bad-profile")
+        c.wait_for(lambda: state_is("failed"), 30, "bad-profile refused")
+        err = annotation("kgpu.io/mig-config-error") or ""
+        check("profile 1g.5gb is not offered by this GPU" in err, "the reason names the profile", err)
+        check(export().count('"3g.40gb": 2') == 1, "nothing changed")
+        rbac_refusals(check, c, accounts=("kgpu-agent",))
+
+
+run_main(body)
