@@ -18,11 +18,12 @@ namespace {
 
 namespace mig = gpu::mig;
 
-// The operand gates NVIDIA's manager pauses (and the third-party client gate).
-constexpr const char* kOperands[] = {
-    "nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.gpu-feature-discovery",
-    "nvidia.com/gpu.deploy.dcgm-exporter", "nvidia.com/gpu.deploy.dcgm",
-    "nvidia.com/gpu.deploy.nvsm",          "nvidia.com/gpu.deploy.client"};
+// The operand gates NVIDIA's manager pauses, less the three operands this agent is itself
+// (device-plugin, gpu-feature-discovery, dcgm-exporter): its DaemonSet's affinity leaves a node
+// whose gate reads paused-for-mig-change, so pausing them would stop the agent mid-change; it
+// withholds the GPUs it changes instead, and its labels and metrics follow the new layout.
+constexpr const char* kOperands[] = {"nvidia.com/gpu.deploy.dcgm", "nvidia.com/gpu.deploy.nvsm",
+                                     "nvidia.com/gpu.deploy.client"};
 
 // An exclusive flock held while it lives; not held when the file cannot be opened or is locked.
 class FileLock {

@@ -9,9 +9,11 @@
 //   the GPU or one of its MIG devices) must leave within `drain_timeout`, or, with `evict`, are
 //   evicted (PodDisruptionBudgets honoured); a timeout fails the change with the pods named and
 //   nothing changed;
-// - the operands' nvidia.com/gpu.deploy.<operand> labels that are "true" are set to
-//   paused-for-mig-change while a change runs and are ALWAYS restored: on success, failure and
-//   timeout, and by a restarted agent that finds them paused (recorded in kgpu.io/mig-manager);
+// - the gates of the other operands (nvidia.com/gpu.deploy.dcgm, .nvsm, .client) that are "true"
+//   are set to paused-for-mig-change while a change runs and are ALWAYS restored: on success,
+//   failure and timeout, and by a restarted agent that finds them paused (recorded in
+//   kgpu.io/mig-manager); the agent's own gates (device-plugin, gpu-feature-discovery,
+//   dcgm-exporter) are not paused: its DaemonSet would leave the node mid-change;
 // - a failure names its reason in the node annotation kgpu.io/mig-config-error and a Warning Event;
 //   a GPU that fails midway is rolled back to its previous layout (gpu/mig_manage.h).
 // The device plugins, labels, DRA slices and metrics follow the new layout through the agent's

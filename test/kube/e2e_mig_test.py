@@ -4,7 +4,8 @@ kwok node with eight fake H100s whose MIG layout the fake NVML keeps in a state 
 label nvidia.com/mig.config driving it (docs/mig.md):
 
 - all-balanced: state pending -> success; the layout read back by `kgpu mig export` on the same
-  GPUs; the operands' gpu.deploy labels that were "true" are paused and restored, "false" untouched;
+  GPUs; the other operands' gpu.deploy labels that were "true" are paused and restored, "false"
+  untouched, the agent's own gate never paused;
 - a config changing GPU 3 alone while a pod holds GPU 3: GPU 3 withheld, the change waits, times
   out, fails naming the pod, nothing changed, the operands restored;
 - the same layout again: success without pausing anything;
@@ -54,8 +55,8 @@ def body(check):
                            timeout=180)
         check(r.returncode == 0, "helm install", r.stderr)
         c.add_fake_node(NODE, labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.device-plugin": "true",
-                                      "nvidia.com/gpu.deploy.dcgm-exporter": "true",
-                                      "nvidia.com/gpu.deploy.gpu-feature-discovery": "false"},
+                                      "nvidia.com/gpu.deploy.dcgm": "true", "nvidia.com/gpu.deploy.client": "true",
+                                      "nvidia.com/gpu.deploy.nvsm": "false"},
                         capacity={"nvidia.com/gpu": "8"})
         c.wait_for(lambda: c.node_ready(NODE), 90, "the kwok node Ready")
         node_file = c.path("h100.yaml")
@@ -102,8 +103,8 @@ def body(check):
         check(out.count('"1g.10gb": 2') == 8 and out.count('"3g.40gb": 1') == 8,
               "every GPU reads back as all-balanced (2 x 1g.10gb, 2g.20gb, 3g.40gb)", out)
         lb = labels()
-        check(lb.get("nvidia.com/gpu.deploy.device-plugin") == "true" and lb.get("nvidia.com/gpu.deploy.dcgm-exporter") == "true"
-              and lb.get("nvidia.com/gpu.deploy.gpu-feature-discovery") == "false",
+        check(lb.get("nvidia.com/gpu.deploy.dcgm") == "true" and lb.get("nvidia.com/gpu.deploy.client") == "true"
+              and lb.get("nvidia.com/gpu.deploy.nvsm") == "false",
               "the operands were restored ('false' left as it was)", lb)
         events = c.get("/apis/events.k8s.io/v1/events")["items"]
         check(any(e.get("reason") == "MigConfigApplied" for e in events), "a MigConfigApplied Event")
@@ -126,13 +127,17 @@ def body(check):
         label("gpu3-split")
         c.wait_for(lambda: state_is("pending"), 30, "state pending")
         lb = labels()
-        check(lb.get("nvidia.com/gpu.deploy.device-plugin") == "paused-for-mig-change" and
-              lb.get("nvidia.com/gpu.deploy.gpu-feature-discovery") == "false",
-              "while pending, the operands that were true are paused", lb)
+        check(lb.get("nvidia.com/gpu.deploy.dcgm") == "paused-for-mig-change" and
+              lb.get("nvidia.com/gpu.deploy.client") == "paused-for-mig-change" and
+              lb.get("nvidia.com/gpu.deploy.nvsm") == "false",
+              "while pending, the other operands that were true are paused", lb)
+        check(lb.get("nvidia.com/gpu.deploy.device-plugin") == "true",
+              "the agent's own gate is not paused (its DaemonSet would leave the node)", lb)
         c.wait_for(lambda: state_is("failed"), 30, "the change to time out")
         err = annotation("kgpu.io/mig-config-error") or ""
         check(f"{NS}/infer" in err and "timed out" in err, "failed with the pod named", err)
-        check(labels().get("nvidia.com/gpu.deploy.device-plugin") == "true", "operands restored after the failure")
+        check(labels().get("nvidia.com/gpu.deploy.dcgm") == "true" and labels().get("nvidia.com/gpu.deploy.client") == "true",
+              "operands restored after the failure")
         check(export().count('"3g.40gb": 1') == 8, "nothing changed on any GPU")
 
         # --- the layout already there: success, nothing paused --------------------------------------
