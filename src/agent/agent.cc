@@ -114,7 +114,7 @@ Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
   log::info(options.device_plugin ? "API access: honouring GPU assignments" : "API access: pod labels and UIDs for metrics",
             {log::kv("node", node)});
   access.view = make_kube_cluster_view(std::move(*client), node, std::chrono::seconds(5),
-                                       !options.plugins.config_dir.dir.empty());
+                                       !options.plugins.config_dir.dir.empty() || options.mig_manager);
   return access;
 }
 

@@ -117,6 +117,15 @@ void MigManager::finish(const std::string& state, const std::string& error) {
 }
 
 void MigManager::round() {
+  // The node informer's labels say when there is something to do; the Node is read only then (and
+  // once at start, for a change cut short).
+  if (resumed_) {
+    const auto labels = view_.node_labels();
+    if (labels) {
+      const auto it = labels->find(kMigConfigLabel);
+      if (it == labels->end() || it->second.empty() || it->second == handled_) return;
+    }
+  }
   auto node = client_.get(kube::resources::kNodes, "", view_.node_name());
   if (!node) return;  // tried again next round
   node_uid_ = (*node)["metadata"].value("uid", "");

@@ -51,7 +51,9 @@ struct MigManagerOptions {
   std::string config_file;  // mig-parted v1, re-read for every change; "" = the built-in default names
   bool evict = false;       // evict the pods of a GPU to change (else wait for them to leave)
   std::chrono::milliseconds drain_timeout{std::chrono::minutes(5)};
-  std::chrono::milliseconds interval{std::chrono::seconds(2)};  // how often the node's label is read
+  // How often the node informer's labels are looked at (the Node itself is read only when the
+  // label names a config not handled yet).
+  std::chrono::milliseconds interval{std::chrono::seconds(2)};
   std::string lock_file = "/run/kgpu-mig.lock";
   Clock* clock = &Clock::real();
 };
