@@ -53,7 +53,7 @@ struct MigManagerOptions {
   std::chrono::milliseconds drain_timeout{std::chrono::minutes(5)};
   // How often the node informer's labels are looked at (the Node itself is read only when the
   // label names a config not handled yet).
-  std::chrono::milliseconds interval{std::chrono::seconds(2)};
+  std::chrono::milliseconds interval{500};
   std::string lock_file = "/run/kgpu-mig.lock";
   Clock* clock = &Clock::real();
 };
