@@ -10,17 +10,20 @@ label nvidia.com/mig.config driving it (docs/mig.md):
   out, fails naming the pod, nothing changed, the operands restored;
 - the same layout again: success without pausing anything;
 - once the pod is gone: only GPU 3 changes (the others keep their instances);
-- a profile the GPU does not offer: failed with the reason in the node annotation, nothing changed.
+- a profile the GPU does not offer: failed with the reason in the node annotation, nothing changed;
+- the agent killed while a change is pending (operands paused): the restarted agent restores them
+  and finishes the change.
 
 Usage: e2e_mig_test.py BUILD_DIR
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import SOURCE, Cluster  # noqa: E402
+from cluster import SOURCE, Cluster, Process  # noqa: E402
 from kgpu_procs import agent_port, rbac_refusals, run_main, start_agent  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
@@ -41,6 +44,10 @@ mig-configs:
     - devices: [3]
       mig-enabled: true
       mig-devices: {"3g.40gb": 2}
+  all-7g:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"7g.80gb": 1}
   bad-profile:
     - devices: [0]
       mig-enabled: true
@@ -160,6 +167,33 @@ def body(check):
         err = annotation("kgpu.io/mig-config-error") or ""
         check("profile 1g.5gb is not offered by this GPU" in err, "the reason names the profile", err)
         check(export().count('"3g.40gb": 2') == 1, "nothing changed")
+        # --- the agent killed while a change is pending: the restarted one restores and finishes ---
+        uuid5 = [g for g in report.get("gpus", []) if g.get("index") == 5]
+        c.create(f"/api/v1/namespaces/{NS}/pods", {
+            "metadata": {"name": "train", "annotations": {"kgpu.io/gpu-resource": "nvidia.com/gpu",
+                                                          "kgpu.io/gpu-assignment": f"cuda:{uuid5[0]['uuid'] if uuid5 else ''}"}},
+            "spec": {"nodeName": NODE, "containers": [{"name": "cuda", "image": "cuda"}]}})
+        label("all-7g")
+        c.wait_for(lambda: state_is("pending") and labels().get("nvidia.com/gpu.deploy.dcgm") == "paused-for-mig-change",
+                   30, "all-7g pending with the operands paused")
+        name = f"agent-{NODE}"
+        proc = c.procs.pop(name)  # not a component that died: killed on purpose
+        os.killpg(proc.p.pid, signal.SIGKILL)
+        proc.p.wait()
+        proc.out.close()
+        check(labels().get("nvidia.com/gpu.deploy.dcgm") == "paused-for-mig-change",
+              "killed mid-change: the node is left pending with its operands paused (as NVIDIA's manager leaves it)")
+        c.request("DELETE", f"/api/v1/namespaces/{NS}/pods/train?gracePeriodSeconds=0")
+        c.wait_for(lambda: not c.get(f"/api/v1/namespaces/{NS}/pods")["items"], 30, "the pod gone")
+        c.procs[name] = Process(name, proc.argv, c.log(name),
+                                {"KGPU_FAKE_NVML_CONFIG": agent_nvml, "NVIDIA_DRIVER_ROOT": "/", **env})
+        c.wait_for(lambda: state_is("success"), 60, "the restarted agent to finish all-7g")
+        check("a change was cut short; restoring its paused operands" in open(c.log(name)).read(),
+              "the restarted agent restored the paused operands first")
+        lb = labels()
+        check(lb.get("nvidia.com/gpu.deploy.dcgm") == "true" and lb.get("nvidia.com/gpu.deploy.client") == "true",
+              "operands restored after the restart", lb)
+        check(export().count('"7g.80gb": 1') == 8, "the change finished on every GPU")
         rbac_refusals(check, c, accounts=("kgpu-agent",))
 
 
