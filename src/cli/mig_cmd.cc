@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include "common/files.h"
+#include "apiclient/client.h"
+#include "apiclient/config.h"
 #include "gpu/mig_config.h"
+#include "gpu/mig_plan.h"
 #include "gpu/node.h"
 #include "gpu/nvml/library.h"
 
@@ -19,7 +24,9 @@ struct Flags {
   const std::string* nvml_library = nullptr;
   std::string file, config;
   bool dry_run = false;
-  CLI::App *apply = nullptr, *assert_cmd = nullptr, *export_cmd = nullptr, *defaults = nullptr;
+  std::string kubeconfig, output = "text";
+  bool label_nodes = false;
+  CLI::App *apply = nullptr, *assert_cmd = nullptr, *export_cmd = nullptr, *defaults = nullptr, *plan = nullptr;
 };
 
 Flags& flags() {
@@ -53,6 +60,145 @@ Result<mig::ConfigFile> load(const Flags& fl, const NodeFacts& f) {
   return mig::parse_config(*text, fl.file);
 }
 
+// "nvidia.com/mig-1g.10gb.me" -> "1g.10gb+me"; "" for other resources.
+std::string mig_profile(const std::string& resource) {
+  const std::string prefix = "nvidia.com/mig-";
+  if (!resource.starts_with(prefix)) return "";
+  std::string p = resource.substr(prefix.size());
+  if (p.ends_with(".me")) p = p.substr(0, p.size() - 3) + "+me";
+  return p;
+}
+
+// The MIG instances a pod asks (one profile per instance), from its containers' limits.
+std::vector<std::string> mig_requests(const nlohmann::json& pod) {
+  std::vector<std::string> out;
+  const auto spec = pod.value("spec", nlohmann::json::object());
+  for (const char* list : {"containers", "initContainers"}) {
+    for (const auto& c : spec.value(list, nlohmann::json::array())) {
+      const auto limits = c.value("resources", nlohmann::json::object()).value("limits", nlohmann::json::object());
+      for (const auto& [r, q] : limits.items()) {
+        const auto p = mig_profile(r);
+        if (p.empty()) continue;
+        const long n = q.is_string() ? std::strtol(q.get<std::string>().c_str(), nullptr, 10) : q.is_number() ? q.get<long>() : 0;
+        for (long k = 0; k < n && k < 64; ++k) out.push_back(p);
+      }
+    }
+  }
+  return out;
+}
+
+std::string label(const nlohmann::json& o, const std::string& key) {
+  const auto l = o.value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
+  return l.contains(key) && l[key].is_string() ? l[key].get<std::string>() : "";
+}
+
+int run_plan(const Flags& fl) {
+  kube::LoadOptions lo;
+  lo.kubeconfig = fl.kubeconfig;
+  auto config = kube::load_config(lo);
+  if (!config) {
+    std::cerr << "kgpu mig plan: " << config.error().message << "\n";
+    return 2;
+  }
+  config->user_agent = "kgpu-mig-plan";
+  auto client = kube::Client::create(*config);
+  if (!client) {
+    std::cerr << "kgpu mig plan: " << client.error().message << "\n";
+    return 2;
+  }
+  auto nodes = (*client)->list_all(kube::resources::kNodes, "", {});
+  auto pods = (*client)->list_all(kube::resources::kPods, "", {});
+  if (!nodes || !pods) {
+    std::cerr << "kgpu mig plan: reading the cluster: " << (nodes ? pods.error().text() : nodes.error().text()) << "\n";
+    return 1;
+  }
+  std::optional<mig::ConfigFile> file;
+  if (!fl.file.empty()) {
+    auto text = read_file_limited(fl.file, 1 << 20);
+    auto parsed = text ? mig::parse_config(*text, fl.file) : Result<mig::ConfigFile>(std::unexpected(text.error()));
+    if (!parsed) {
+      std::cerr << "kgpu mig plan: " << parsed.error().message << "\n";
+      return 2;
+    }
+    file = std::move(*parsed);
+  }
+  // The MIG-capable nodes, grouped by their GPUs' memory class (the default names differ by class).
+  std::map<std::string, std::vector<mig::PlanNode>> groups;
+  std::map<std::string, std::vector<mig::Offer>> group_offers;
+  std::vector<std::string> pending, skipped;
+  std::map<std::string, std::vector<std::string>> running;
+  for (const auto& p : *pods) {
+    const auto phase = p.value("status", nlohmann::json::object()).value("phase", "");
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    const auto node = p.value("spec", nlohmann::json::object()).value("nodeName", "");
+    auto req = mig_requests(p);
+    auto& into = node.empty() ? pending : running[node];
+    into.insert(into.end(), req.begin(), req.end());
+  }
+  for (const auto& n : *nodes) {
+    const auto name = n["metadata"].value("name", "");
+    if (label(n, "nvidia.com/mig.capable") != "true" && label(n, "nvidia.com/mig.config").empty()) continue;
+    const long count = std::strtol(label(n, "nvidia.com/gpu.count").c_str(), nullptr, 10);
+    const long memory = std::strtol(label(n, "nvidia.com/gpu.memory").c_str(), nullptr, 10);
+    auto offers = mig::offers_for_memory(memory > 0 ? static_cast<uint64_t>(memory) : 0);
+    if (count <= 0 || count > 64 || offers.empty()) {
+      skipped.push_back(fmt::format("{} (nvidia.com/gpu.count={}, nvidia.com/gpu.memory={}: not a known MIG GPU)", name,
+                                    label(n, "nvidia.com/gpu.count"), label(n, "nvidia.com/gpu.memory")));
+      continue;
+    }
+    mig::PlanNode pn;
+    pn.name = name;
+    for (long i = 0; i < count; ++i) pn.gpus.push_back({static_cast<unsigned>(i), 0});
+    pn.offers = offers;
+    if (label(n, "nvidia.com/mig.config.state") == "success") pn.current = label(n, "nvidia.com/mig.config");
+    pn.running = running[name];
+    const std::string key = offers.front().name;
+    group_offers[key] = offers;
+    groups[key].push_back(std::move(pn));
+  }
+  std::vector<mig::NodeChoice> choices;
+  for (auto& [key, members] : groups) {
+    const auto f = file ? *file : mig::default_configs(group_offers[key]);
+    for (auto& m : members) m.offers = group_offers[key];
+    auto c = mig::plan_configs(f, members, pending);
+    for (const auto& x : c) {
+      for (const auto& p : x.served_profiles) {
+        const auto it = std::find(pending.begin(), pending.end(), p);
+        if (it != pending.end()) pending.erase(it);
+      }
+    }
+    choices.insert(choices.end(), c.begin(), c.end());
+  }
+  if (fl.output == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& c : choices) {
+      j.push_back({{"node", c.node}, {"config", c.config}, {"change", c.change}, {"evictions", c.evictions},
+                   {"served", c.served}, {"strandedSlices", c.stranded_slices}, {"why", c.why}});
+    }
+    std::cout << nlohmann::json{{"nodes", j}, {"unserved", pending.size()}, {"skipped", skipped}}.dump(2) << "\n";
+  } else {
+    for (const auto& c : choices) {
+      std::cout << fmt::format("{}: {}{}\n    {}\n", c.node, c.config, c.change ? " (change)" : " (keep)", c.why);
+    }
+    for (const auto& s : skipped) std::cout << "skipped: " << s << "\n";
+    std::cout << fmt::format("{} pending MIG request(s) no plan serves\n", pending.size());
+  }
+  if (!fl.label_nodes) return 0;
+  int status = 0;
+  for (const auto& c : choices) {
+    if (!c.change || c.config.empty()) continue;
+    auto r = (*client)->patch(kube::resources::kNodes, "", c.node, kube::PatchType::kMerge,
+                              {{"metadata",
+                                {{"labels", {{"nvidia.com/mig.config", c.config},
+                                             {"nvidia.com/mig.config.state", nullptr}}}}}});
+    if (!r) {
+      std::cerr << "kgpu mig plan: labelling " << c.node << ": " << r.error().text() << "\n";
+      status = 1;
+    }
+  }
+  return status;
+}
+
 }  // namespace
 
 CLI::App* add_mig_command(CLI::App& app, const std::string& nvml_library) {
@@ -74,11 +220,19 @@ CLI::App* add_mig_command(CLI::App& app, const std::string& nvml_library) {
   config_flags(f.assert_cmd);
   f.export_cmd = cmd->add_subcommand("export", "Print the GPUs' layout as a v1 config named current");
   f.defaults = cmd->add_subcommand("defaults", "Print NVIDIA's default config names for this node's GPUs");
+  f.plan = cmd->add_subcommand("plan", "Choose each MIG node's config from the pending and running MIG requests");
+  f.plan->add_option("-f,--config-file", f.file, "A mig-parted v1 config file (default: NVIDIA's default names per GPU model)");
+  f.plan->add_option("--kubeconfig", f.kubeconfig, "Kubeconfig (default: $KUBECONFIG, ~/.kube/config, in a pod its account)");
+  f.plan->add_option("-o,--output", f.output, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  f.plan->add_flag("--apply", f.label_nodes,
+                   "Set nvidia.com/mig.config on the nodes whose config changes (and clear their state label, so "
+                   "that waiting for success sees this change)");
   return cmd;
 }
 
 int run_mig_command() {
   auto& fl = flags();
+  if (fl.plan->parsed()) return run_plan(fl);
   auto opened = gpu::NodeGpus::open(nvml::resolve_library_path(*fl.nvml_library));
   if (!opened) {
     std::cerr << "kgpu mig: NVML: " << opened.error().message << "\n";

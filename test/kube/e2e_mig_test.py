@@ -12,7 +12,8 @@ label nvidia.com/mig.config driving it (docs/mig.md):
 - once the pod is gone: only GPU 3 changes (the others keep their instances);
 - a profile the GPU does not offer: failed with the reason in the node annotation, nothing changed;
 - the agent killed while a change is pending (operands paused): the restarted agent restores them
-  and finishes the change.
+  and finishes the change;
+- `kgpu mig plan --apply`: pending MIG requests choose the node's layout, which the manager applies.
 
 Usage: e2e_mig_test.py BUILD_DIR
 """
@@ -63,7 +64,8 @@ def body(check):
         check(r.returncode == 0, "helm install", r.stderr)
         c.add_fake_node(NODE, labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.device-plugin": "true",
                                       "nvidia.com/gpu.deploy.dcgm": "true", "nvidia.com/gpu.deploy.client": "true",
-                                      "nvidia.com/gpu.deploy.nvsm": "false"},
+                                      "nvidia.com/gpu.deploy.nvsm": "false", "nvidia.com/mig.capable": "true",
+                                      "nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81559"},
                         capacity={"nvidia.com/gpu": "8"})
         c.wait_for(lambda: c.node_ready(NODE), 90, "the kwok node Ready")
         node_file = c.path("h100.yaml")
@@ -117,9 +119,10 @@ def body(check):
         check(any(e.get("reason") == "MigConfigApplied" for e in events), "a MigConfigApplied Event")
         plugins = c.path(f"agent-{NODE}", "device-plugins")
         c.wait_for(lambda: all(os.path.exists(os.path.join(plugins, f"nvidia-mig-{p}.sock"))
-                               for p in ("1g.10gb", "2g.20gb", "3g.40gb")), 30, "the MIG device plugins")
-        check(not os.path.exists(os.path.join(plugins, "nvidia-gpu.sock")),
-              "the device plugins follow the new layout without an agent restart: MIG resources served, nvidia.com/gpu gone")
+                               for p in ("1g.10gb", "2g.20gb", "3g.40gb")) and
+                   not os.path.exists(os.path.join(plugins, "nvidia-gpu.sock")), 30,
+                   "the MIG device plugins served and nvidia.com/gpu gone")
+        check(True, "the device plugins follow the new layout without an agent restart")
         report = c.wait_for(lambda: json.loads(annotation("kgpu.io/gpus") or "{}"), 30, "the node report")
 
         # --- GPU 3 held by a pod: the change waits, times out, changes nothing ----------------------
@@ -194,6 +197,21 @@ def body(check):
         check(lb.get("nvidia.com/gpu.deploy.dcgm") == "true" and lb.get("nvidia.com/gpu.deploy.client") == "true",
               "operands restored after the restart", lb)
         check(export().count('"7g.80gb": 1') == 8, "the change finished on every GPU")
+        # --- the planner: pending MIG requests choose the layout, --apply labels the node --------------
+        for name, resource, n in (("want-1g", "nvidia.com/mig-1g.10gb", 10), ("want-2g", "nvidia.com/mig-2g.20gb", 8),
+                                  ("want-3g", "nvidia.com/mig-3g.40gb", 4)):
+            c.create(f"/api/v1/namespaces/{NS}/pods", {
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "cuda", "image": "cuda", "resources": {"limits": {resource: str(n)}}}]}})
+        r = subprocess.run([os.path.join(build, "kgpu"), "mig", "plan", f"--kubeconfig={c.kubeconfig}", "--config-file",
+                            config, "--apply"], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and f"{NODE}: all-balanced (change)" in r.stdout and
+              "all-balanced: serves 22 pending, 0 eviction(s)" in r.stdout and "next best gpu3-split: serves 21" in r.stdout,
+              "kgpu mig plan chooses all-balanced for 10 x 1g.10gb, 8 x 2g.20gb and 4 x 3g.40gb pending, and says why",
+              r.stdout + r.stderr)
+        c.wait_for(lambda: labels().get("nvidia.com/mig.config") == "all-balanced" and state_is("success"), 60,
+                   "the planned layout applied by the MIG manager")
+        check(export().count('"3g.40gb": 1') == 8, "the node re-laid out as planned")
         rbac_refusals(check, c, accounts=("kgpu-agent",))
 
 

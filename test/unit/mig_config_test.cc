@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu/mig_config.h"
+#include "gpu/mig_plan.h"
 
 namespace kgpu::gpu::mig {
 namespace {
@@ -143,6 +144,66 @@ TEST(MigConfig, TargetsFollowDevicesFiltersAndTheLastEntry) {
                         "x", gpus);
   ASSERT_FALSE(missing);
   EXPECT_THAT(missing.error().message, HasSubstr("f3.yaml:4: mig-configs.x: devices names GPU 5, which this node does not have"));
+}
+
+}  // namespace
+}  // namespace kgpu::gpu::mig
+
+namespace kgpu::gpu::mig {
+namespace {
+
+PlanNode plan_node(const std::string& name, unsigned gpus, const std::string& current, std::vector<std::string> running) {
+  PlanNode n;
+  n.name = name;
+  for (unsigned i = 0; i < gpus; ++i) n.gpus.push_back({i, 0x233010DEu});
+  n.offers = h100();
+  n.current = current;
+  n.running = std::move(running);
+  return n;
+}
+
+std::vector<std::string> times(unsigned n, const std::string& p) { return std::vector<std::string>(n, p); }
+
+TEST(MigPlan, AnEmptyNodeTakesTheLayoutThatServesThePendingRequests) {
+  const auto file = default_configs(h100());
+  auto c = plan_configs(file, {plan_node("a", 2, "all-disabled", {})}, times(14, "1g.10gb"));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].config, "all-1g.10gb");
+  EXPECT_TRUE(c[0].change);
+  EXPECT_EQ(c[0].served, 14u);
+  EXPECT_EQ(c[0].stranded_slices, 0u);
+  EXPECT_THAT(c[0].why, HasSubstr("all-1g.10gb: serves 14 pending, 0 eviction(s), 0 compute slice(s) stranded; next best"));
+}
+
+TEST(MigPlan, RunningPodsAreNotEvictedForPendingOnes) {
+  const auto file = default_configs(h100());
+  // Two GPUs in all-balanced, two 1g.10gb pods running; four 3g.40gb requests pending.
+  auto c = plan_configs(file, {plan_node("a", 2, "all-balanced", times(2, "1g.10gb"))}, times(4, "3g.40gb"));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].config, "all-balanced");  // all-3g.40gb would serve all four but evict both pods
+  EXPECT_FALSE(c[0].change);
+  EXPECT_EQ(c[0].evictions, 0u);
+  EXPECT_EQ(c[0].served, 2u);  // one free 3g.40gb per GPU
+  EXPECT_THAT(c[0].why, HasSubstr("(the current config)"));
+  // Without running pods the same demand takes all-3g.40gb.
+  c = plan_configs(file, {plan_node("a", 2, "all-balanced", {})}, times(4, "3g.40gb"));
+  EXPECT_EQ(c[0].config, "all-3g.40gb");
+  EXPECT_EQ(c[0].served, 4u);
+}
+
+TEST(MigPlan, DemandIsSharedOutNodeByNode) {
+  const auto file = default_configs(h100());
+  auto demand = times(7, "1g.10gb");
+  demand.push_back("7g.80gb");
+  auto c = plan_configs(file, {plan_node("a", 1, "", {}), plan_node("b", 1, "", {})}, demand);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].config, "all-1g.10gb");
+  EXPECT_EQ(c[0].served, 7u);
+  EXPECT_EQ(c[1].config, "all-7g.80gb");
+  EXPECT_EQ(c[1].served, 1u);
+  EXPECT_EQ(profile_slices("3g.40gb"), 3u);
+  EXPECT_EQ(profile_slices("1g.10gb+me"), 1u);
+  EXPECT_EQ(profile_slices("x"), 0u);
 }
 
 }  // namespace

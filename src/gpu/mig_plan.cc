@@ -1,0 +1,171 @@
+#include "gpu/mig_plan.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+
+namespace kgpu::gpu::mig {
+
+namespace {
+
+using Profiles = std::vector<std::string>;
+
+struct Score {
+  std::string config;
+  bool change = false;
+  unsigned evictions = 0, served = 0, stranded = 0;
+  Profiles served_profiles;
+};
+
+// Each GPU's layout under config `name` (its targets; GPUs it does not name are absent).
+std::optional<std::map<unsigned, Profiles>> layouts(const ConfigFile& f, const std::string& name, const PlanNode& n) {
+  if (name.empty()) return std::nullopt;
+  auto targets = select(f, name, n.gpus);
+  if (!targets) return std::nullopt;
+  std::map<unsigned, Profiles> out;
+  for (const auto& t : *targets) out[t.index] = t.enabled ? t.profiles : Profiles{};
+  return out;
+}
+
+// Takes one instance of `profile` out of `pool`; false when there is none.
+bool take(Profiles& pool, const std::string& profile) {
+  const auto it = std::find(pool.begin(), pool.end(), profile);
+  if (it == pool.end()) return false;
+  pool.erase(it);
+  return true;
+}
+
+std::optional<Score> evaluate(const ConfigFile& f, const PlanNode& n, const std::string& config, const Profiles& pending) {
+  auto targets = select(f, config, n.gpus);
+  if (!targets) return std::nullopt;
+  for (const auto& t : *targets) {
+    if (t.enabled && !plan(n.offers, t.profiles)) return std::nullopt;  // does not fit these GPUs
+  }
+  const auto current = layouts(f, n.current, n);
+  // The running pods on the current instances, first-fit; those that do not fit are unplaced.
+  std::map<unsigned, Profiles> free_now, used;
+  if (current) free_now = *current;
+  unsigned unplaced = 0;
+  for (const auto& p : n.running) {
+    bool placed = false;
+    for (auto& [g, pool] : free_now) {
+      if (take(pool, p)) {
+        used[g].push_back(p);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) ++unplaced;
+  }
+  Score s;
+  s.config = config;
+  s.change = config != n.current;
+  Profiles free;
+  bool any_change = false;
+  for (const auto& g : n.gpus) {
+    const auto t = std::find_if(targets->begin(), targets->end(), [&](const Target& x) { return x.index == g.index; });
+    const bool known = current && current->contains(g.index);
+    const Profiles next = t != targets->end() ? (t->enabled ? t->profiles : Profiles{}) : (known ? current->at(g.index) : Profiles{});
+    const bool changed = s.change && t != targets->end() && (!known || current->at(g.index) != next);
+    if (changed) {
+      any_change = true;
+      s.evictions += static_cast<unsigned>(used[g.index].size());
+      free.insert(free.end(), next.begin(), next.end());
+    } else if (known) {
+      free.insert(free.end(), free_now[g.index].begin(), free_now[g.index].end());
+    }
+  }
+  if (any_change) s.evictions += unplaced;
+  for (const auto& p : pending) {
+    if (take(free, p)) {
+      ++s.served;
+      s.served_profiles.push_back(p);
+    }
+  }
+  for (const auto& p : free) s.stranded += profile_slices(p);
+  return s;
+}
+
+std::string summary(const Score& s) {
+  return fmt::format("{}: serves {} pending, {} eviction(s), {} compute slice(s) stranded", s.config, s.served,
+                     s.evictions, s.stranded);
+}
+
+}  // namespace
+
+std::vector<Offer> offers_for_memory(uint64_t mib) {
+  // Profile names per model class (NVIDIA's MIG user guide): 1g, 1g+me, 1g (2x memory), 2g, 3g, 4g, 7g.
+  struct Class {
+    uint64_t min_mib, max_mib;
+    const char* names[7];
+    uint64_t gb[7];
+  };
+  static const Class kClasses[] = {
+      {38'000, 42'000, {"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}, {5, 5, 10, 10, 20, 20, 40}},
+      {78'000, 84'000, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}, {10, 10, 20, 20, 40, 40, 80}},
+      {138'000, 148'000, {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"}, {18, 18, 35, 35, 71, 71, 141}},
+  };
+  static const char* kShapes[7] = {"1g", "1g+me", "1g.2x", "2g", "3g", "4g", "7g"};
+  std::vector<Offer> out;
+  for (const auto& c : kClasses) {
+    if (mib < c.min_mib || mib > c.max_mib) continue;
+    for (size_t i = 0; i < 7; ++i) {
+      for (const auto& s : shapes()) {
+        if (std::string(s.key) == kShapes[i]) out.push_back(Offer{&s, c.names[i], c.gb[i] * 1024});
+      }
+    }
+  }
+  return out;
+}
+
+unsigned profile_slices(const std::string& profile) {
+  const auto g = profile.find('g');
+  if (g == std::string::npos || g == 0) return 0;
+  unsigned n = 0;
+  for (size_t i = 0; i < g; ++i) {
+    if (profile[i] < '0' || profile[i] > '9') return 0;
+    n = n * 10 + static_cast<unsigned>(profile[i] - '0');
+  }
+  return n;
+}
+
+std::vector<NodeChoice> plan_configs(const ConfigFile& file, const std::vector<PlanNode>& nodes, Profiles pending) {
+  std::vector<NodeChoice> out;
+  for (const auto& n : nodes) {
+    std::vector<Score> scores;
+    for (const auto& [name, entries] : file.configs) {
+      if (auto s = evaluate(file, n, name, pending)) scores.push_back(std::move(*s));
+    }
+    NodeChoice c;
+    c.node = n.name;
+    if (scores.empty()) {
+      c.config = n.current;
+      c.why = "no config of the file fits this node's GPUs";
+      out.push_back(std::move(c));
+      continue;
+    }
+    // Fewest evictions, most served, least stranded, the current config on a tie.
+    std::sort(scores.begin(), scores.end(), [](const Score& a, const Score& b) {
+      return std::make_tuple(a.evictions, -static_cast<long>(a.served), a.stranded, a.change, a.config) <
+             std::make_tuple(b.evictions, -static_cast<long>(b.served), b.stranded, b.change, b.config);
+    });
+    const auto& best = scores.front();
+    c.config = best.config;
+    c.change = best.change;
+    c.evictions = best.evictions;
+    c.served = best.served;
+    c.stranded_slices = best.stranded;
+    c.served_profiles = best.served_profiles;
+    c.why = summary(best) + (best.change ? "" : " (the current config)");
+    if (scores.size() > 1) c.why += "; next best " + summary(scores[1]);
+    for (const auto& p : best.served_profiles) take(pending, p);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace kgpu::gpu::mig
