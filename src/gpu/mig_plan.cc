@@ -39,7 +39,9 @@ bool take(Profiles& pool, const std::string& profile) {
   return true;
 }
 
-std::optional<Score> evaluate(const ConfigFile& f, const PlanNode& n, const std::string& config, const Profiles& pending) {
+using Counts = std::map<std::string, unsigned>;
+
+std::optional<Score> evaluate(const ConfigFile& f, const PlanNode& n, const std::string& config, const Counts& pending) {
   auto targets = select(f, config, n.gpus);
   if (!targets) return std::nullopt;
   for (const auto& t : *targets) {
@@ -80,13 +82,15 @@ std::optional<Score> evaluate(const ConfigFile& f, const PlanNode& n, const std:
     }
   }
   if (any_change) s.evictions += unplaced;
-  for (const auto& p : pending) {
-    if (take(free, p)) {
-      ++s.served;
-      s.served_profiles.push_back(p);
-    }
+  Counts offered;
+  for (const auto& p : free) ++offered[p];
+  for (const auto& [p, have] : offered) {
+    const auto want = pending.find(p);
+    const unsigned served = want == pending.end() ? 0 : std::min(have, want->second);
+    s.served += served;
+    s.served_profiles.insert(s.served_profiles.end(), served, p);
+    s.stranded += (have - served) * profile_slices(p);
   }
-  for (const auto& p : free) s.stranded += profile_slices(p);
   return s;
 }
 
@@ -133,7 +137,9 @@ unsigned profile_slices(const std::string& profile) {
   return n;
 }
 
-std::vector<NodeChoice> plan_configs(const ConfigFile& file, const std::vector<PlanNode>& nodes, Profiles pending) {
+std::vector<NodeChoice> plan_configs(const ConfigFile& file, const std::vector<PlanNode>& nodes, Profiles pending_list) {
+  Counts pending;
+  for (const auto& p : pending_list) ++pending[p];
   std::vector<NodeChoice> out;
   for (const auto& n : nodes) {
     std::vector<Score> scores;
@@ -162,7 +168,7 @@ std::vector<NodeChoice> plan_configs(const ConfigFile& file, const std::vector<P
     c.served_profiles = best.served_profiles;
     c.why = summary(best) + (best.change ? "" : " (the current config)");
     if (scores.size() > 1) c.why += "; next best " + summary(scores[1]);
-    for (const auto& p : best.served_profiles) take(pending, p);
+    for (const auto& p : best.served_profiles) --pending[p];
     out.push_back(std::move(c));
   }
   return out;
