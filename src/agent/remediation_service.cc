@@ -5,17 +5,16 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <charconv>
+#include <filesystem>
 
-#include "agent/plugin_manager.h"
 #include "agent/node_pods.h"
+#include "agent/plugin_manager.h"
 #include "agent/validate.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "common/timestamp.h"
-#include "k8s/gpu_assignment.h"
 #include "sharing/allocate.h"
 
 namespace kgpu::agent {
