@@ -6,6 +6,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "agent/node_pods.h"
 #include "agent/plugin_manager.h"
 #include "common/files.h"
@@ -202,7 +204,9 @@ void MigManager::change(const std::string& name, const nlohmann::json& node) {
   if (!pause.empty()) patch_labels(pause);
   std::vector<std::string> uuids;  // the changing GPUs and their MIG devices
   for (const auto& t : changing) {
-    const auto& g = inv->gpus[t.index];
+    const auto it = std::find_if(inv->gpus.begin(), inv->gpus.end(), [&](const auto& g) { return g.index == t.index; });
+    if (it == inv->gpus.end()) continue;  // not in the inventory: apply() reports it
+    const auto& g = *it;
     plugins_.withhold(g.uuid, "MIG layout " + name);
     withheld_.insert(g.uuid);
     uuids.push_back(g.uuid);
