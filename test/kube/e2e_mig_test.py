@@ -169,6 +169,10 @@ def body(check):
         c.wait_for(lambda: state_is("failed"), 30, "bad-profile refused")
         err = annotation("kgpu.io/mig-config-error") or ""
         check("profile 1g.5gb is not offered by this GPU" in err, "the reason names the profile", err)
+        r = subprocess.run([os.path.join(build, "kgpu"), "doctor", f"--kubeconfig={c.kubeconfig}"], capture_output=True,
+                           text=True, timeout=60)
+        check("mig-config-failed" in r.stdout and "profile 1g.5gb is not offered by this GPU" in r.stdout,
+              "kgpu doctor explains the failed MIG change with the agent's reason", r.stdout[-2000:])
         check(export().count('"3g.40gb": 2') == 1, "nothing changed")
         # --- the agent killed while a change is pending: the restarted one restores and finishes ---
         uuid5 = [g for g in report.get("gpus", []) if g.get("index") == 5]

@@ -104,6 +104,11 @@ void Diagnoser::node_findings(const NodeObj& n) {
     if (sv product = label(n.doc, "nvidia.com/gpu.product"); !product.empty()) {
       f.details.push_back(fmt::format("GPU: {}", product));
     }
+    // kgpu's MIG manager (the agent) says why in an annotation.
+    if (const auto it = n.doc->metadata.annotations.find("kgpu.io/mig-config-error");
+        it != n.doc->metadata.annotations.end() && !it->second.empty()) {
+      f.evidence.push_back(Evidence{fmt::format("node/{} annotation kgpu.io/mig-config-error", name), std::string(it->second)});
+    }
     if (const auto* mm = stack_pod_on(s_, name, "mig-manager")) {
       if (auto hit = find_in_logs(s_.logs_for(mm->ns(), mm->name()),
                                   {"rror", "nvalid", "failed", "Failed", "not supported", "in use"})) {
