@@ -509,6 +509,10 @@ class FakePlugin {
     void OnReadDone(bool ok) override {
       std::unique_lock lock(mu_);
       reading_ = false;
+      if (cancelled_) {
+        finish(lock, grpc::Status::CANCELLED);
+        return;
+      }
       if (!ok || !decode_empty(to_bytes(request_))) {
         finish(lock, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "want one Empty"));
         return;
@@ -516,11 +520,14 @@ class FakePlugin {
       lock.unlock();
       plugin_->add(this);
     }
+    // A write can complete successfully after the call was cancelled (OnCancel saw it in flight):
+    // its reaction must then finish the call, or Finish is never called and the server's
+    // Shutdown waits for this reactor forever.
     void OnWriteDone(bool ok) override {
       std::unique_lock lock(mu_);
       writing_ = false;
-      if (!ok) {
-        finish(lock, grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
+      if (!ok || cancelled_) {
+        finish(lock, grpc::Status(grpc::StatusCode::CANCELLED, ok ? "cancelled" : "write failed"));
         return;
       }
       next(lock);
@@ -528,6 +535,7 @@ class FakePlugin {
     void OnCancel() override {
       ++plugin_->cancelled_;
       std::unique_lock lock(mu_);
+      cancelled_ = true;
       if (!writing_ && !reading_) finish(lock, grpc::Status::CANCELLED);  // else their reaction finishes
     }
     void OnDone() override {
@@ -559,7 +567,7 @@ class FakePlugin {
     FakePlugin* plugin_;
     std::mutex mu_;
     std::deque<std::optional<std::string>> queue_;  // guarded by mu_, as are the flags
-    bool reading_ = true, writing_ = false, finished_ = false;
+    bool reading_ = true, writing_ = false, finished_ = false, cancelled_ = false;
     grpc::ByteBuffer request_, buffer_;  // buffer_: the write in flight
   };
 
