@@ -135,7 +135,8 @@ void MigManager::round() {
     // A change cut short (the agent restarted mid-change): the operands it paused come back first.
     resumed_ = true;
     const auto ann = (*node)["metadata"].value("annotations", nlohmann::json::object());
-    if (ann.contains(kAnnotationMigManager) && ann[kAnnotationMigManager].is_string()) {
+    if (ann.contains(kAnnotationMigManager) && ann[kAnnotationMigManager].is_string() &&
+        ann[kAnnotationMigManager].get_ref<const std::string&>().size() <= 64 * 1024) {
       auto j = nlohmann::json::parse(ann[kAnnotationMigManager].get<std::string>(), nullptr, false);
       if (j.is_object() && j.contains("paused") && j["paused"].is_array()) {
         for (const auto& k : j["paused"]) {

@@ -133,3 +133,20 @@ std::optional<YamlProblem> scan_yaml(std::string_view text, const YamlLimits& li
 }
 
 }  // namespace kgpu
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/yaml_load.h"
+
+namespace kgpu {
+
+Result<YAML::Node> load_yaml(std::string_view text, const std::string& source, const YamlLimits& limits) {
+  if (auto ok = check_yaml(text, source, limits); !ok) return std::unexpected(ok.error());
+  try {
+    return YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    return fail(ErrorCode::kInvalidArgument, "{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg);
+  }
+}
+
+}  // namespace kgpu

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "common/yaml_guard.h"
+#include "common/yaml_load.h"
 
 namespace kgpu::gpu::mig {
 
@@ -129,13 +129,9 @@ std::string config_name(const std::string& profile) {
 }  // namespace
 
 Result<ConfigFile> parse_config(std::string_view text, const std::string& source) {
-  if (auto ok = check_yaml(text, source, kLimits); !ok) return std::unexpected(ok.error());
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    return fail(ErrorCode::kInvalidArgument, "{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg);
-  }
+  auto loaded = load_yaml(text, source, kLimits);
+  if (!loaded) return std::unexpected(loaded.error());
+  const YAML::Node root = *loaded;
   Reader r{source};
   if (!root.IsMap()) return r.bad(root, "(top)", "expected a mapping with version and mig-configs");
   for (const auto& kv : root) {

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <set>
 
-#include "common/yaml_guard.h"
+#include "common/yaml_load.h"
 #include "sharing/config.h"
 
 namespace kgpu::health {
@@ -134,13 +134,9 @@ const XidEntry* FaultActions::xid(uint64_t x) const {
 }
 
 Result<FaultActions> FaultActions::overlay(std::string_view text, const std::string& source) const {
-  if (auto ok = check_yaml(text, source, kLimits); !ok) return std::unexpected(ok.error());
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    return fail(ErrorCode::kInvalidArgument, "{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg);
-  }
+  auto loaded = load_yaml(text, source, kLimits);
+  if (!loaded) return std::unexpected(loaded.error());
+  const YAML::Node root = *loaded;
   FaultActions t = *this;
   if (!root || root.IsNull()) return t;
   if (!root.IsMap()) return bad(source, root, "(top)", "expected a mapping");

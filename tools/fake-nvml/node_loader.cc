@@ -14,6 +14,7 @@
 
 #include "common/files.h"
 #include "common/log.h"
+#include "common/yaml_load.h"
 #include "fake_nvml.h"
 
 namespace kgpu::fake_nvml {
@@ -98,8 +99,13 @@ void Fake::load_mig_state() {
   if (state_path.empty()) return;
   auto text = kgpu::read_file_limited(state_path, 1 << 20);
   if (!text) return;  // none yet
+  auto loaded = kgpu::load_yaml(*text, state_path, {1 << 20, 10'000, 8});
+  if (!loaded) {
+    diagnose(fmt::format("fake NVML: MIG state: {} (ignored)", loaded.error().message));
+    return;
+  }
   try {
-    const YAML::Node root = YAML::Load(*text);
+    const YAML::Node root = *loaded;
     for (const auto& g : root["gpus"]) {
       const auto index = g["index"].as<unsigned>();
       if (index >= node.gpus.size()) continue;
