@@ -40,7 +40,8 @@ std::string host_name() {
 // API access for the device plugins; none (null view) when the agent runs without it.
 struct ApiAccess {
   std::unique_ptr<ClusterView> view;
-  std::unique_ptr<kube::Client> remediation_client;  // the remediation service's writes
+  // The writes of the remediation service and the MIG manager (a client is thread-safe).
+  std::unique_ptr<kube::Client> writer_client;
   // Short timeouts and no retries: the uninstall question at shutdown (AgentOptions::shutdown_grace).
   // Shared with the start probe's thread, which may outlive this struct.
   std::shared_ptr<kube::Client> shutdown_client;
@@ -106,9 +107,9 @@ Result<ApiAccess> open_cluster_view(const AgentOptions& options) {
   auto short_client = kube::Client::create(std::move(short_config), no_retries);
   if (!short_client) return fail_or_none(short_client.error().wrap("API access"));
   access.shutdown_client = std::move(*short_client);
-  auto remediation_client = kube::Client::create(*config);
-  if (!remediation_client) return fail_or_none(remediation_client.error().wrap("API access"));
-  access.remediation_client = std::move(*remediation_client);
+  auto writer_client = kube::Client::create(*config);
+  if (!writer_client) return fail_or_none(writer_client.error().wrap("API access"));
+  access.writer_client = std::move(*writer_client);
   auto client = kube::Client::create(std::move(*config));
   if (!client) return fail_or_none(client.error().wrap("API access"));
   log::info(options.device_plugin ? "API access: honouring GPU assignments" : "API access: pod labels and UIDs for metrics",
@@ -373,7 +374,6 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     if (auto r = remediation_slot->load()) r->on_fault(e);
   };
   std::shared_ptr<RemediationService> remediation;
-  std::unique_ptr<kube::Client> mig_client;
   std::unique_ptr<MigManager> mig_manager;
   struct RemediationGuard {
     std::shared_ptr<RemediationService>& service;
@@ -402,12 +402,12 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
     if (opts.device_plugin) {
       plugins = std::make_unique<DevicePluginManager>(*node, po);
       if (auto ok = plugins->start(); !ok) return std::unexpected(ok.error().wrap("device plugin"));
-      if (api.view && api.remediation_client) {
+      if (api.view && api.writer_client) {
         RemediationOptions ro = options.remediation;
         if (ro.budget_namespace.empty()) ro.budget_namespace = api.pod_namespace.empty() ? "default" : api.pod_namespace;
         ro.clock = &clock;
         ro.cdi_root = po.cdi_root;
-        auto r = RemediationService::create(*node, *plugins, *api.remediation_client, *api.view, std::move(ro));
+        auto r = RemediationService::create(*node, *plugins, *api.writer_client, *api.view, std::move(ro));
         if (!r) return std::unexpected(r.error());
         remediation = std::shared_ptr<RemediationService>(std::move(*r));
         remediation->start();
@@ -415,18 +415,10 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
       } else if (options.remediation.policy.mode != health::Mode::kOff) {
         log::warn("remediation needs API access (a pod's service account, or --kubeconfig, and NODE_NAME): off");
       }
-      if (options.mig_manager && api.view) {
-        kube::LoadOptions lo;
-        lo.kubeconfig = options.kubeconfig;
-        auto config = kube::load_config(lo);
-        if (!config) return std::unexpected(config.error().wrap("MIG manager"));
-        config->user_agent = "kgpu-agent";
-        auto c = kube::Client::create(std::move(*config));
-        if (!c) return std::unexpected(c.error().wrap("MIG manager"));
-        mig_client = std::move(*c);
+      if (options.mig_manager && api.view && api.writer_client) {
         MigManagerOptions mo = options.mig;
         mo.clock = &clock;
-        mig_manager = std::make_unique<MigManager>(*node, *plugins, *mig_client, *api.view, std::move(mo));
+        mig_manager = std::make_unique<MigManager>(*node, *plugins, *api.writer_client, *api.view, std::move(mo));
         mig_manager->start();
       } else if (options.mig_manager) {
         log::warn("the MIG manager needs API access (a pod's service account, or --kubeconfig, and NODE_NAME): off");
