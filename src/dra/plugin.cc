@@ -181,23 +181,38 @@ std::string Plugin::dra_socket() const {
   return fmt::format("{}/{}/dra.sock", opt_.plugins_dir, driver_.options().driver_name);
 }
 
+// The socket appears at its path only once it accepts connections: gRPC binds and listens on a
+// hidden name (the kubelet's plugin watcher ignores dot files), which is then renamed into place.
+// Bound at the final path, a watcher that dials between bind() and listen() is refused.
 Result<void> Plugin::serve(Endpoint& e) {
   shut(e);
-  if (e.path.size() >= sizeof(sockaddr_un::sun_path)) {
+  const std::filesystem::path final_path(e.path);
+  const std::string staging = (final_path.parent_path() / ("." + final_path.filename().string() + ".new")).string();
+  if (staging.size() >= sizeof(sockaddr_un::sun_path)) {
     return fail(ErrorCode::kInvalidArgument, "socket path {} is longer than {} bytes", e.path,
-                sizeof(sockaddr_un::sun_path) - 1);
+                sizeof(sockaddr_un::sun_path) - 6);
   }
   std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(e.path).parent_path(), ec);
+  std::filesystem::create_directories(final_path.parent_path(), ec);
   if (ec) return fail(ErrorCode::kPermissionDenied, "cannot create the directory of {}: {}", e.path, ec.message());
-  if (::unlink(e.path.c_str()) != 0 && errno != ENOENT) {
-    return fail(ErrorCode::kPermissionDenied, "cannot remove the old socket {}: {}", e.path, std::strerror(errno));
+  for (const std::string& p : {e.path, staging}) {
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
+      return fail(ErrorCode::kPermissionDenied, "cannot remove the old socket {}: {}", p, std::strerror(errno));
+    }
   }
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix://" + e.path, grpc::InsecureServerCredentials());
+  builder.AddListeningPort("unix://" + staging, grpc::InsecureServerCredentials());
   for (auto* s : e.services) builder.RegisterService(s);
   e.server = builder.BuildAndStart();
   if (!e.server) return fail(ErrorCode::kUnavailable, "cannot serve on {}", e.path);
+  if (::rename(staging.c_str(), e.path.c_str()) != 0) {
+    const int err = errno;
+    e.server->Shutdown(Clock::real().system_now());
+    e.server.reset();
+    ::unlink(staging.c_str());
+    return fail(ErrorCode::kPermissionDenied, "cannot move the socket into place at {}: {}", e.path,
+                std::strerror(err));
+  }
   e.inode = inode_of(e.path);
   return {};
 }
