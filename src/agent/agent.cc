@@ -442,7 +442,10 @@ int run_agent(const AgentOptions& options, std::atomic<bool>* stop) {
           slices = std::make_unique<dra::SlicePublisher>(*d.client, so_dra);
           slices->start();
         }
-        d.publish = [p = slices.get()](std::vector<dra::PublishedDevice> pool) { p->update(std::move(pool)); };
+        d.publish = [p = slices.get()](std::vector<dra::PublishedDevice> pool, std::vector<dra::CounterSet> sets) {
+          p->update(std::move(pool), std::move(sets));
+        };
+        d.counters_dropped = [p = slices.get()] { return p->stats().counters_dropped; };
       }
       dra = std::make_unique<DraService>(*node, std::move(d));
       if (auto ok = dra->start(); !ok) return std::unexpected(ok.error());

@@ -1,6 +1,7 @@
 #include "agent/dra_service.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "agent/plugin_manager_internal.h"
 #include "common/log.h"
 #include "apiclient/client.h"
+#include "gpu/mig_manage.h"
 
 namespace kgpu::agent {
 
@@ -17,7 +19,8 @@ DraService::DraService(gpu::NodeGpus& node, DraServiceOptions options)
       clock_(opt_.plugins.clock != nullptr ? *opt_.plugins.clock : Clock::real()),
       health_(HealthOptions{opt_.plugins.disable_health_checks, opt_.plugins.enable_health_checks,
                             opt_.plugins.health_recovery},
-              clock_) {}
+              clock_),
+      dynamic_(opt_.dynamic_mig) {}
 
 DraService::~DraService() { stop(); }
 
@@ -54,7 +57,11 @@ void DraService::refresh() {
   health_round(health_, mu_, node_, gpus, inventory_);
   if (relayout) start_event_watcher();  // event registrations do not survive a GPU reset or MIG re-layout
 
-  dra::DeviceSet set = dra::build_devices(*inv, dra::BuildOptions{opt_.sysfs_root});
+  dra::BuildOptions bo{opt_.sysfs_root, {}};
+  std::vector<std::string> partition_problems;
+  if (dynamic_mig()) bo.partitionable = partitionable(*inv, partition_problems);
+  dra::DeviceSet set = dra::build_devices(*inv, bo);
+  set.problems.insert(set.problems.end(), partition_problems.begin(), partition_problems.end());
   std::set<unsigned> lost;
   for (const auto& g : inv->gpus) {
     if (g.lost) lost.insert(g.index);
@@ -73,9 +80,77 @@ void DraService::refresh() {
     std::stable_sort(set.devices.begin(), set.devices.end(),
                      [](const dra::Device& a, const dra::Device& b) { return a.gpu_index < b.gpu_index; });
     devices_ = std::move(set.devices);
+    counter_sets_ = std::move(set.counter_sets);
     lost_gpus_ = std::move(lost);
   }
   publish_pool();
+}
+
+bool DraService::dynamic_mig() const {
+  std::lock_guard lock(mu_);
+  return dynamic_;
+}
+
+std::map<unsigned, std::vector<gpu::mig::Offer>> DraService::partitionable(const gpu::Inventory& inv,
+                                                                           std::vector<std::string>& problems) {
+  std::map<unsigned, std::vector<gpu::mig::Offer>> out;
+  const std::vector<dra::Partition> ours = driver_ ? driver_->partitions() : std::vector<dra::Partition>{};
+  for (const auto& g : inv.gpus) {
+    if (g.lost || !g.mig_enabled.value_or(false)) continue;
+    std::vector<std::string> foreign;
+    for (const auto& m : g.mig_devices) {
+      const bool claimed = m.profile_id && m.placement_start && std::ranges::any_of(ours, [&](const dra::Partition& p) {
+                             return p.gpu_index == g.index && p.profile_id == *m.profile_id &&
+                                    p.start == *m.placement_start;
+                           });
+      if (!claimed) foreign.push_back(fmt::format("{} at {}", m.profile, m.placement_start.value_or(0)));
+    }
+    if (!foreign.empty()) {
+      problems.push_back(fmt::format("GPU {}: not partitionable, it has MIG instances no claim prepared here made ({}): "
+                                     "published as they are; destroy them for dynamic MIG",
+                                     g.index, fmt::join(foreign, ", ")));
+      continue;
+    }
+    auto offers = gpu::mig::offers(node_, g.index);
+    if (!offers || offers->empty()) {
+      problems.push_back(fmt::format("GPU {}: no MIG profiles read{}", g.index,
+                                     offers ? std::string() : ": " + offers.error().message));
+      continue;
+    }
+    out.emplace(g.index, std::move(*offers));
+  }
+  return out;
+}
+
+Result<dra::Device> DraService::create_partition(const dra::Device& p) {
+  if (p.shape == nullptr || !p.placement_start) return fail(ErrorCode::kInternal, "{}: not a partition", p.name);
+  auto offers = gpu::mig::offers(node_, p.gpu_index);
+  if (!offers) return std::unexpected(offers.error());
+  const auto offer = std::ranges::find_if(*offers, [&](const gpu::mig::Offer& o) { return o.shape == p.shape; });
+  if (offer == offers->end()) {
+    return fail(ErrorCode::kNotSupported, "GPU {} does not offer profile {} (any more)", p.gpu_index, p.profile);
+  }
+  auto made = gpu::mig::create_instance(node_, p.gpu_index, *offer, *p.placement_start);
+  if (!made) return std::unexpected(made.error());
+  auto inv = node_.inventory();
+  if (!inv) return std::unexpected(inv.error().wrap("reading the new MIG device"));
+  const dra::DeviceSet now = dra::build_devices(*inv, dra::BuildOptions{opt_.sysfs_root, {}});
+  if (const dra::Device* d = dra::find_device(now.devices, p.name)) {
+    log::info("DRA: MIG partition created", {log::kv("device", p.name), log::kv("uuid", d->uuid)});
+    return *d;
+  }
+  (void)gpu::mig::destroy_instance(node_, p.gpu_index, *p.shape, *p.placement_start);
+  return fail(ErrorCode::kInternal, "GPU {}: the {} instance at memory slice {} was created but NVML does not list it",
+              p.gpu_index, p.profile, *p.placement_start);
+}
+
+Result<void> DraService::destroy_partition(const dra::Partition& p) {
+  const gpu::mig::Shape* shape = gpu::mig::shape_by_profile_id(p.profile_id);
+  if (shape == nullptr) return fail(ErrorCode::kInvalidArgument, "GPU {}: unknown MIG profile id {}", p.gpu_index, p.profile_id);
+  if (auto ok = gpu::mig::destroy_instance(node_, p.gpu_index, *shape, p.start); !ok) return ok;
+  log::info("DRA: MIG partition destroyed",
+            {log::kv("gpu", p.gpu_index), log::kv("profile", shape->key), log::kv("start", p.start)});
+  return {};
 }
 
 dra::DeviceHealth DraService::health_locked(const dra::Device& d) const {
@@ -93,6 +168,7 @@ dra::DeviceHealth DraService::health_locked(const dra::Device& d) const {
 
 void DraService::publish_pool() {
   std::vector<dra::PublishedDevice> pool;
+  std::vector<dra::CounterSet> sets;
   {
     std::lock_guard lock(mu_);
     for (const auto& d : devices_) {
@@ -101,10 +177,12 @@ void DraService::publish_pool() {
       p.health = health_locked(d);
       pool.push_back(std::move(p));
     }
-    if (same_pool(pool, published_)) return;
+    if (same_pool(pool, published_) && counter_sets_ == published_sets_) return;
     published_ = pool;
+    published_sets_ = counter_sets_;
+    sets = counter_sets_;
   }
-  if (opt_.publish) opt_.publish(std::move(pool));
+  if (opt_.publish) opt_.publish(std::move(pool), std::move(sets));
 }
 
 void DraService::on_event(const gpu::Event& e) {
@@ -147,7 +225,6 @@ Result<void> DraService::start() {
     log::info("DRA health: XID health checks disabled by DP_DISABLE_HEALTHCHECKS",
               {log::kv("DP_DISABLE_HEALTHCHECKS", opt_.plugins.disable_health_checks)});
   }
-  refresh();
 
   dra::DriverOptions o;
   o.driver_name = opt_.driver_name;
@@ -192,8 +269,13 @@ Result<void> DraService::start() {
     };
     o.stop_mps = [mps, root](const std::string& uid) { mps->remove(root, "claim-" + uid); };
   }
+  if (opt_.dynamic_mig) {
+    o.create_partition = [this](const dra::Device& p) { return create_partition(p); };
+    o.destroy_partition = [this](const dra::Partition& p) { return destroy_partition(p); };
+  }
   driver_ = std::make_unique<dra::Driver>(std::move(o));
   if (auto ok = driver_->start(); !ok) return ok;
+  refresh();  // after the checkpoint: it says which MIG instances are claims' partitions
   plugin_ = std::make_unique<dra::Plugin>(*driver_, opt_.dirs);
   if (auto ok = plugin_->start(); !ok) return std::unexpected(ok.error().wrap("DRA"));
   {
@@ -214,7 +296,18 @@ void DraService::loop() {
     lock.unlock();
     if (dirty) publish_pool();
     if (auto ok = plugin_->check_sockets(); !ok) log::error("DRA: " + ok.error().message);
-    if (clock_.steady_now() >= next_inventory) {
+    bool turned_off = false;
+    if (opt_.counters_dropped && dynamic_mig() && opt_.counters_dropped()) {
+      {
+        std::lock_guard l(mu_);
+        dynamic_ = false;
+      }
+      turned_off = true;
+      log::error("DRA: the API server does not keep ResourceSlice counter sets (partitionable devices: feature gate "
+                 "DRAPartitionableDevices, Kubernetes 1.34+): dynamic MIG is off; MIG devices are published as they "
+                 "exist");
+    }
+    if (turned_off || clock_.steady_now() >= next_inventory) {
       refresh();
       next_inventory = clock_.steady_now() + opt_.inventory_interval;
     }

@@ -12,6 +12,14 @@
 // them) so that the pool keeps them. After an inventory read or an event that changed the pool's
 // content (devices with their health), it goes to `publish`, the ResourceSlice publisher's update().
 //
+// Dynamic MIG (`dynamic_mig`, docs/dra.md "Dynamic MIG"): a GPU in MIG mode whose MIG instances
+// are all partitions of claims this driver prepared (none at first) is published partitionable
+// (dra::build_devices), and a claim allocated one of its partitions gets the MIG instance created
+// at prepare and destroyed at unprepare (gpu/mig_manage.h). A GPU with other instances (made by
+// an operator, `kgpu mig apply` or the MIG manager) is published as it is, and the log says why.
+// When the API server drops the counter sets (`counters_dropped`), dynamic MIG turns off for
+// the agent's life: the GPUs are published as their instances are, and the log says so.
+//
 // Thread safety: start()/stop() from one owner thread; devices() and status getters from any thread.
 #pragma once
 
@@ -32,6 +40,7 @@
 #include "agent/plugin_manager.h"
 #include "dra/plugin.h"
 #include "dra/slices.h"
+#include "gpu/mig.h"
 #include "gpu/node.h"
 
 namespace kgpu::kube {
@@ -57,7 +66,10 @@ struct DraServiceOptions {
   MpsControl* mps = nullptr;  // MPS control daemons per claim (not owned); null: client limits only
   // Called (on the service's thread, or in start()) with the pool's whole content after an
   // inventory read that changed it; must not block. Null: nothing is published.
-  std::function<void(std::vector<dra::PublishedDevice>)> publish;
+  std::function<void(std::vector<dra::PublishedDevice>, std::vector<dra::CounterSet>)> publish;
+  bool dynamic_mig = false;
+  // Whether the publisher found the API server dropping spec.sharedCounters (any thread). Null: never.
+  std::function<bool()> counters_dropped;
 };
 
 class DraService {
@@ -75,6 +87,7 @@ class DraService {
   // The devices now published (for the ResourceSlice publisher).
   std::vector<dra::Device> devices() const;
   const dra::Plugin* plugin() const { return plugin_.get(); }
+  bool dynamic_mig() const;  // on, and not turned off by the API server
 
  private:
   void loop();
@@ -83,6 +96,11 @@ class DraService {
   void on_event(const gpu::Event& e);                           // the event thread
   void start_event_watcher();                                   // start() or the service's thread
   dra::DeviceHealth health_locked(const dra::Device& d) const;  // mu_ held
+  // Dynamic MIG: the GPUs to publish partitionable, with their offers (problems: why not).
+  std::map<unsigned, std::vector<gpu::mig::Offer>> partitionable(const gpu::Inventory& inv,
+                                                                 std::vector<std::string>& problems);
+  Result<dra::Device> create_partition(const dra::Device& partition);
+  Result<void> destroy_partition(const dra::Partition& p);
 
   gpu::NodeGpus& node_;
   DraServiceOptions opt_;
@@ -98,7 +116,10 @@ class DraService {
   gpu::Inventory inventory_;                     // guarded by mu_: the last read, lost GPUs as last known
   std::set<unsigned> lost_gpus_;                 // guarded by mu_: indices of GPUs NVML reports lost
   HealthBook health_;                            // guarded by mu_
+  std::vector<dra::CounterSet> counter_sets_;     // guarded by mu_
   std::vector<dra::PublishedDevice> published_;  // guarded by mu_: what `publish` was last given
+  std::vector<dra::CounterSet> published_sets_;  // guarded by mu_
+  bool dynamic_ = false;                         // guarded by mu_
   std::vector<std::string> problems_;            // guarded by mu_: last logged
   std::unique_ptr<gpu::EventWatcher> events_;    // start() and the service's thread
   std::thread thread_;

@@ -349,6 +349,11 @@ int run(int argc, char** argv) {
   agent_cmd->add_option("--dra-plugins-dir", ao.dra.dirs.plugins_dir,
                         "The kubelet's plugins directory (the DRA socket and checkpoint go in <dir>/<driver>)")
       ->capture_default_str();
+  agent_cmd
+      ->add_flag("--dra-dynamic-mig", ao.dra.dynamic_mig,
+                 "DRA: publish GPUs in MIG mode as partitionable devices; a claim's MIG instance is created when it is "
+                 "prepared and destroyed when unprepared (docs/dra.md, Dynamic MIG)")
+      ->envname("KGPU_DRA_DYNAMIC_MIG");
   agent_cmd->add_option("--device-plugin-dir", dp.plugin_dir, "The kubelet's device-plugin directory")
       ->envname("KGPU_DEVICE_PLUGIN_DIR")
       ->capture_default_str();

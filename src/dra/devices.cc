@@ -67,6 +67,8 @@ std::optional<Device> mig_device(const gpu::Inventory& inv, const gpu::GpuInfo& 
   d.profile = m.profile;
   d.pci_bus_id = g.pci.bus_id.empty() ? std::string() : published_bus_id(g.pci.bus_id);
   d.name = gpu::dra_mig_name(d.minor, m.profile, *m.profile_id, *m.placement_start);
+  d.shape = gpu::mig::shape_by_profile_id(*m.profile_id);
+  d.placement_start = m.placement_start;
 
   common_attributes(inv, g, options, d.attributes, problems);
   d.attributes["type"] = std::string("mig");
@@ -93,7 +95,62 @@ std::optional<Device> mig_device(const gpu::Inventory& inv, const gpu::GpuInfo& 
   return d;
 }
 
+// The partitions of a GPU in MIG mode: every offered profile at every allowed start.
+void add_partitions(const gpu::Inventory& inv, const gpu::GpuInfo& g, const std::vector<gpu::mig::Offer>& offers,
+                    const BuildOptions& options, std::vector<Device>& out, std::vector<CounterSet>& sets,
+                    std::vector<std::string>& problems) {
+  CounterSet set;
+  set.name = counter_set_name(*g.minor_number);
+  for (unsigned i = 0; i < gpu::mig::kMemorySlices; ++i) set.counters[fmt::format("memory-slice-{}", i)] = 1;
+  set.counters["compute-slices"] = gpu::mig::kComputeSlices;
+  set.counters["media-extensions"] = 1;
+  for (const auto& o : offers) {
+    if (o.shape == nullptr) continue;
+    for (const unsigned start : o.shape->starts) {
+      Device d;
+      d.type = DeviceType::kMig;
+      d.partition = true;
+      d.shape = o.shape;
+      d.placement_start = start;
+      d.gpu_index = g.index;
+      d.minor = *g.minor_number;
+      d.parent_uuid = g.uuid;
+      d.profile = o.name;
+      d.pci_bus_id = g.pci.bus_id.empty() ? std::string() : published_bus_id(g.pci.bus_id);
+      d.name = gpu::dra_mig_name(d.minor, o.name, o.shape->profile_id, start);
+      common_attributes(inv, g, options, d.attributes, problems);
+      d.attributes["type"] = std::string("mig");
+      d.attributes["parentUUID"] = g.uuid;
+      d.attributes["profile"] = o.name;
+      d.capacity["multiprocessors"] = count(o.multiprocessors);
+      d.capacity["copyEngines"] = count(o.copy_engines);
+      d.capacity["decoders"] = count(o.decoders);
+      d.capacity["encoders"] = count(o.encoders);
+      d.capacity["jpegEngines"] = count(o.jpeg_engines);
+      d.capacity["ofaEngines"] = count(o.ofa_engines);
+      d.capacity["memory"] = bytes_quantity(o.memory_mib);
+      d.counter_set = set.name;
+      for (unsigned i = start; i < start + o.shape->memory_slices && i < gpu::mig::kMemorySlices; ++i) {
+        d.capacity[fmt::format("memorySlice{}", i)] = count(1);
+        d.consumes[fmt::format("memory-slice-{}", i)] = 1;
+      }
+      d.consumes["compute-slices"] = o.shape->compute_slices;
+      if (o.shape->media_engines) d.consumes["media-extensions"] = 1;
+      out.push_back(std::move(d));
+    }
+  }
+  sets.push_back(std::move(set));
+}
+
 }  // namespace
+
+std::string counter_set_name(unsigned minor) { return fmt::format("gpu-{}-counter-set", minor); }
+
+nlohmann::json counter_set_json(const CounterSet& set) {
+  nlohmann::json counters = nlohmann::json::object();
+  for (const auto& [name, v] : set.counters) counters[name] = {{"value", std::to_string(v)}};
+  return {{"name", set.name}, {"counters", std::move(counters)}};
+}
 
 const char* device_type_name(DeviceType t) { return t == DeviceType::kMig ? "mig" : "gpu"; }
 
@@ -173,6 +230,13 @@ DeviceSet build_devices(const gpu::Inventory& inv, const BuildOptions& options) 
       out.problems.push_back(fmt::format("GPU {} ({}): no minor number", g.index, g.uuid));
       continue;
     }
+    if (const auto p = options.partitionable.find(g.index);
+        p != options.partitionable.end() && g.mig_enabled.value_or(false)) {
+      std::vector<Device> parts;
+      add_partitions(inv, g, p->second, options, parts, out.counter_sets, out.problems);
+      for (auto& d : parts) add(std::move(d));
+      continue;
+    }
     if (g.mig_enabled.value_or(false)) {
       for (const gpu::MigDevice& m : g.mig_devices) {
         if (auto d = mig_device(inv, g, m, options, out.problems)) add(std::move(*d));
@@ -213,7 +277,13 @@ nlohmann::json slice_device_json(const Device& device) {
   }
   nlohmann::json capacity = nlohmann::json::object();
   for (const auto& [name, q] : device.capacity) capacity[name] = {{"value", q.to_string()}};
-  return {{"name", device.name}, {"attributes", std::move(attributes)}, {"capacity", std::move(capacity)}};
+  nlohmann::json out = {{"name", device.name}, {"attributes", std::move(attributes)}, {"capacity", std::move(capacity)}};
+  if (!device.consumes.empty()) {
+    nlohmann::json counters = nlohmann::json::object();
+    for (const auto& [name, v] : device.consumes) counters[name] = {{"value", std::to_string(v)}};
+    out["consumesCounters"] = nlohmann::json::array({{{"counterSet", device.counter_set}, {"counters", counters}}});
+  }
+  return out;
 }
 
 cel::DeviceInput cel_input(const Device& device, std::string_view driver) {

@@ -15,6 +15,16 @@
 // copyEngines, decoders, encoders, jpegEngines, ofaEngines, memory (the profile's) and
 // memorySlice<i> = 1 for each memory slice the device occupies.
 //
+// Dynamic MIG (BuildOptions::partitionable, docs/dra.md "Dynamic MIG"): a GPU in MIG mode given
+// there publishes every profile at every allowed placement as a device that does not exist yet
+// (`partition`), named as the MIG device it becomes, with the attributes and capacities of its
+// profile (no uuid), consuming counters of the GPU's counter set `gpu-<minor>-counter-set`
+// (KEP-4815 partitionable devices): memory-slice-<i> (1 per memory slice of the placement),
+// compute-slices (the profile's compute slices of 7) and media-extensions (1, for +me profiles).
+// So the scheduler allocates at most what one GPU can hold at once, at placements that do not
+// overlap. The GPU's existing MIG instances are not published: they are the partitions of claims
+// prepared on it.
+//
 // Thread safety: plain values; build_devices() is a pure function apart from reading sysfs.
 #pragma once
 
@@ -29,6 +39,7 @@
 #include "cel/cel.h"
 #include "common/error.h"
 #include "gpu/dra_names.h"
+#include "gpu/mig.h"
 #include "gpu/types.h"
 #include "k8s/quantity.h"
 
@@ -58,10 +69,25 @@ struct Device {
   std::string pci_bus_id;  // the GPU's (the parent's, for MIG), as published: "0000:18:00.0"
   std::map<std::string, AttributeValue, std::less<>> attributes;
   std::map<std::string, k8s::Quantity, std::less<>> capacity;
+  // Dynamic MIG: a partition NodePrepareResources creates (uuid, instance ids empty until then).
+  bool partition = false;
+  const gpu::mig::Shape* shape = nullptr;      // MIG: the GPU-instance shape, when known
+  std::optional<unsigned> placement_start;     // MIG: first memory slice
+  std::string counter_set;                     // partitionable: the counter set it consumes from
+  std::map<std::string, int64_t> consumes;     // counter -> amount
 };
+
+// A KEP-4815 CounterSet (spec.sharedCounters[] of a ResourceSlice).
+struct CounterSet {
+  std::string name;
+  std::map<std::string, int64_t> counters;
+  bool operator==(const CounterSet&) const = default;
+};
+inline constexpr size_t kMaxCounterSetsPerSlice = 8;  // ResourceSliceMaxCounterSets
 
 struct DeviceSet {
   std::vector<Device> devices;        // GPUs in index order, each followed by nothing or its MIG devices
+  std::vector<CounterSet> counter_sets;  // one per partitionable GPU
   std::vector<std::string> problems;  // what was left out and why ("GPU 3: no minor number")
 };
 
@@ -69,7 +95,14 @@ struct BuildOptions {
   // Root of sysfs for resource.kubernetes.io/pcieRoot (<root>/bus/pci/devices/<bus id> is a link
   // into <root>/devices/pci<domain>:<bus>/...). Empty: the attribute is not published.
   std::string sysfs_root;
+  // GPUs (by index) published as partitionable, with the profiles they offer (dynamic MIG).
+  std::map<unsigned, std::vector<gpu::mig::Offer>> partitionable;
 };
+
+// The counter set name of a partitionable GPU: "gpu-<minor>-counter-set".
+std::string counter_set_name(unsigned minor);
+// spec.sharedCounters[] entry: {"name", "counters": {c: {"value": "n"}}}.
+nlohmann::json counter_set_json(const CounterSet& set);
 
 DeviceSet build_devices(const gpu::Inventory& inventory, const BuildOptions& options = {});
 
@@ -89,7 +122,8 @@ std::string published_bus_id(std::string_view nvml_bus_id);
 std::optional<std::string> pcie_root(const std::string& sysfs_root, std::string_view bus_id);
 
 // The device as an entry of ResourceSlice (resource.k8s.io/v1) spec.devices[]:
-// {"name", "attributes": {n: {"string"|"int"|"bool"|"version": v}}, "capacity": {n: {"value": q}}}.
+// {"name", "attributes": {n: {"string"|"int"|"bool"|"version": v}}, "capacity": {n: {"value": q}}},
+// and for a partition "consumesCounters": [{"counterSet", "counters": {c: {"value": "n"}}}].
 nlohmann::json slice_device_json(const Device& device);
 
 // The `device` variable a selector sees for this device under `driver`.

@@ -22,10 +22,19 @@ namespace {
 using nlohmann::json;
 
 json device_json(const PreparedDevice& d) {
-  return {{"requests", d.request_names},
-          {"pool", d.pool_name},
-          {"device", d.device_name},
-          {"cdiDeviceIds", d.cdi_device_ids}};
+  json j = {{"requests", d.request_names},
+            {"pool", d.pool_name},
+            {"device", d.device_name},
+            {"cdiDeviceIds", d.cdi_device_ids}};
+  if (d.partition) {
+    j["partition"] = {{"gpu", d.partition->gpu_index}, {"profileId", d.partition->profile_id}, {"start", d.partition->start}};
+  }
+  return j;
+}
+
+std::optional<Partition> partition_of(const Device& d) {
+  if (!d.partition || d.shape == nullptr || !d.placement_start) return std::nullopt;
+  return Partition{d.gpu_index, d.shape->profile_id, *d.placement_start};
 }
 
 // The string at `key` of `j`, or an error naming the field.
@@ -128,7 +137,6 @@ Result<void> Driver::start() {
         e.name = *name;
         e.mps = c.value("mps", false);
         for (const auto& d : c["devices"]) {
-          PreparedDevice pd;
           auto req = text_list(d, "requests", where);
           auto pool = text_field(d, "pool", where);
           auto dev = text_field(d, "device", where);
@@ -137,7 +145,23 @@ Result<void> Driver::start() {
             bad(fmt::format("{}.devices[]: want requests, pool, device and cdiDeviceIds", where));
             break;
           }
-          e.devices.push_back({*req, *pool, *dev, *ids});
+          PreparedDevice pd{*req, *pool, *dev, *ids, std::nullopt};
+          if (d.contains("partition")) {
+            const json& p = d["partition"];
+            const auto num = [&](const char* k) -> std::optional<unsigned> {
+              if (!p.is_object() || !p.contains(k) || !p[k].is_number_unsigned() || p[k].get<uint64_t>() > 1024) {
+                return std::nullopt;
+              }
+              return p[k].get<unsigned>();
+            };
+            const auto gpu = num("gpu"), profile = num("profileId"), start = num("start");
+            if (!gpu || !profile || !start) {
+              bad(fmt::format("{}.devices[].partition: want gpu, profileId and start", where));
+              break;
+            }
+            pd.partition = Partition{*gpu, *profile, *start};
+          }
+          e.devices.push_back(std::move(pd));
         }
         if (!load_error_.empty()) break;
         loaded.emplace(uid, std::move(e));
@@ -267,6 +291,49 @@ Result<std::vector<PreparedDevice>> Driver::prepare_one(const ClaimRef& ref, boo
     }
   }
 
+  // Partitions (dynamic MIG): checkpointed first, then created; undone if a later step fails.
+  std::vector<PreparedDevice> partitions;
+  for (const auto& ch : chosen) {
+    if (!ch.device->partition) continue;
+    auto p = partition_of(*ch.device);
+    if (!p) return fail(ErrorCode::kInternal, "{}: device {} has no placement", who, ch.device->name);
+    partitions.push_back({{ch.request}, opt_.node_name, ch.device->name, {}, p});
+  }
+  std::vector<Device> created;  // the partitions as they exist now
+  created.reserve(partitions.size());
+  struct Undo {
+    Driver& d;
+    const std::string& uid;
+    std::vector<PreparedDevice>& partitions;
+    bool armed = true;
+    ~Undo() {
+      if (!armed || partitions.empty()) return;
+      d.destroy_partitions_locked(partitions);
+      d.claims_.erase(uid);
+      (void)d.save_locked();
+    }
+  } undo{*this, ref.uid, partitions};
+  if (!partitions.empty()) {
+    if (!opt_.create_partition || !opt_.destroy_partition) {
+      undo.armed = false;
+      return fail(ErrorCode::kNotSupported, "{}: device {} is a MIG partition and dynamic MIG is off on this node", who,
+                  partitions.front().device_name);
+    }
+    claims_[ref.uid] = Entry{ref.ns, ref.name, partitions, false};
+    if (auto ok = save_locked(); !ok) {
+      claims_.erase(ref.uid);
+      undo.armed = false;
+      return std::unexpected(ok.error().wrap(who));
+    }
+    for (auto& ch : chosen) {
+      if (!ch.device->partition) continue;
+      auto d = opt_.create_partition(*ch.device);
+      if (!d) return std::unexpected(d.error().wrap(who + ": MIG partition " + ch.device->name));
+      created.push_back(std::move(*d));
+      ch.device = &created.back();
+    }
+  }
+
   json devices = json::array();
   std::vector<PreparedDevice> out;
   for (const auto& ch : chosen) {
@@ -285,7 +352,11 @@ Result<std::vector<PreparedDevice>> Driver::prepare_one(const ClaimRef& ref, boo
     }
     const std::string cdi_name = fmt::format("{}-{}", ref.uid, ch.device->name);
     devices.push_back({{"name", cdi_name}, {"containerEdits", *edits}});
-    out.push_back({{ch.request}, opt_.node_name, ch.device->name, {fmt::format("{}={}", cdi_kind(), cdi_name)}});
+    std::optional<Partition> part;
+    for (const auto& p : partitions)
+      if (p.device_name == ch.device->name) part = p.partition;
+    out.push_back(
+        {{ch.request}, opt_.node_name, ch.device->name, {fmt::format("{}={}", cdi_kind(), cdi_name)}, part});
   }
   if (mps_settings && opt_.start_mps) {
     std::error_code ec;
@@ -300,6 +371,25 @@ Result<std::vector<PreparedDevice>> Driver::prepare_one(const ClaimRef& ref, boo
     if (mps && opt_.stop_mps) opt_.stop_mps(ref.uid);
     return std::unexpected(ok.error().wrap(who + ": CDI spec"));
   }
+  undo.armed = false;
+  return out;
+}
+
+void Driver::destroy_partitions_locked(const std::vector<PreparedDevice>& devices) {
+  for (const auto& d : devices) {
+    if (!d.partition || !opt_.destroy_partition) continue;
+    if (auto ok = opt_.destroy_partition(*d.partition); !ok) {
+      log::warn("DRA: MIG partition not destroyed: " + ok.error().message, {log::kv("device", d.device_name)});
+    }
+  }
+}
+
+std::vector<Partition> Driver::partitions() const {
+  std::lock_guard lock(mu_);
+  std::vector<Partition> out;
+  for (const auto& [uid, e] : claims_)
+    for (const auto& d : e.devices)
+      if (d.partition) out.push_back(*d.partition);
   return out;
 }
 
@@ -337,6 +427,8 @@ std::map<std::string, PrepareResult> Driver::prepare(const std::vector<ClaimRef>
       claims_.erase(ref.uid);
       ::unlink(cdi_spec_path(ref.uid).c_str());
       if (mps && opt_.stop_mps) opt_.stop_mps(ref.uid);
+      destroy_partitions_locked(*devices);
+      (void)save_locked();
       r.error = fmt::format("claim {}/{} ({}): {}", ref.ns, ref.name, ref.uid, ok.error().message);
       continue;
     }
@@ -363,6 +455,18 @@ std::map<std::string, std::string> Driver::unprepare(const std::vector<ClaimRef>
     }
     auto it = claims_.find(ref.uid);
     if (it == claims_.end()) continue;
+    std::string undone;
+    for (const auto& d : it->second.devices) {
+      if (!d.partition || !opt_.destroy_partition) continue;
+      if (auto ok = opt_.destroy_partition(*d.partition); !ok) {
+        undone = ok.error().message;
+        break;
+      }
+    }
+    if (!undone.empty()) {
+      err = fmt::format("claim {} ({}): MIG partition not destroyed: {}", ref.name, ref.uid, undone);
+      continue;
+    }
     const bool mps = it->second.mps;
     Entry saved = it->second;
     claims_.erase(it);

@@ -14,6 +14,13 @@
 // Unprepare removes the claim's CDI spec and checkpoint entry (and stops its MPS setup); a claim
 // not prepared is a success (the kubelet repeats calls).
 //
+// Dynamic MIG: a device that is a partition (Device::partition) is created at prepare by
+// `create_partition` (the MIG instance at the allocated placement) after the claim is checkpointed
+// with its partitions, so a restarted agent knows the instance is the claim's; a prepare that fails
+// afterwards destroys what it created. Unprepare destroys the claim's partitions after removing its
+// CDI spec; one that cannot be destroyed (a process still on it) fails the call, keeping the
+// checkpoint entry, and the kubelet's retry tries again.
+//
 // Checkpoint: `<state_dir>/checkpoint.json`, {"version": 1, "driver", "claims": {uid: {...}}},
 // replaced atomically on every change; at most kMaxClaims claims and kMaxCheckpointBytes bytes. A
 // checkpoint that does not parse, has another version or another driver's name is not used: the
@@ -45,10 +52,17 @@ struct ClaimRef {
   std::string ns, uid, name;
 };
 
+// A MIG instance made for a claim (dynamic MIG): GPU index, GPU-instance profile id, first memory slice.
+struct Partition {
+  unsigned gpu_index = 0, profile_id = 0, start = 0;
+  bool operator==(const Partition&) const = default;
+};
+
 struct PreparedDevice {
   std::vector<std::string> request_names;
   std::string pool_name, device_name;
   std::vector<std::string> cdi_device_ids;
+  std::optional<Partition> partition;
   bool operator==(const PreparedDevice&) const = default;
 };
 
@@ -84,6 +98,10 @@ struct DriverOptions {
   // CDI spec only. An error fails the claim's prepare.
   std::function<Result<void>(const MpsClaim&)> start_mps;
   std::function<void(const std::string& claim_uid)> stop_mps;
+  // Dynamic MIG: makes a partition's MIG instance, answering the device as it now exists (uuid,
+  // instance ids); removes one. Unset: a partition fails to prepare.
+  std::function<Result<Device>(const Device& partition)> create_partition;
+  std::function<Result<void>(const Partition&)> destroy_partition;
 };
 
 class Driver {
@@ -100,6 +118,8 @@ class Driver {
 
   // The claims now prepared (uid -> devices), for status and tests.
   std::map<std::string, std::vector<PreparedDevice>> prepared() const;
+  // The partitions of the checkpointed claims (prepared, or being prepared).
+  std::vector<Partition> partitions() const;
 
   std::string cdi_kind() const;                             // "k8s.gpu.nvidia.com/claim"
   std::string cdi_spec_path(const std::string& uid) const;  // <cdi_root>/k8s.gpu.nvidia.com-claim_<uid>.json
@@ -113,6 +133,7 @@ class Driver {
     bool mps = false;
   };
   Result<std::vector<PreparedDevice>> prepare_one(const ClaimRef& ref, bool& mps);
+  void destroy_partitions_locked(const std::vector<PreparedDevice>& devices);
   Result<void> save_locked();
 
   DriverOptions opt_;

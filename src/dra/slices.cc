@@ -97,12 +97,21 @@ std::string slice_name(const PublisherOptions& o, size_t index) {
   return fmt::format("{}-{}", base, index);
 }
 
-std::vector<json> slice_specs(const PublisherOptions& o, std::span<const PublishedDevice> devices) {
-  bool tainted = false;
-  for (const auto& d : devices) tainted |= !d.health.healthy;
-  const size_t limit = std::max<size_t>(1, tainted ? std::min(o.max_devices, o.max_tainted_devices) : o.max_devices);
+std::vector<json> slice_specs(const PublisherOptions& o, std::span<const PublishedDevice> devices,
+                              std::span<const CounterSet> counter_sets) {
+  bool advanced = false;
+  for (const auto& d : devices) advanced |= !d.health.healthy || d.device.contains("consumesCounters");
+  const size_t limit = std::max<size_t>(1, advanced ? std::min(o.max_devices, o.max_tainted_devices) : o.max_devices);
   const size_t count = std::max<size_t>(1, (devices.size() + limit - 1) / limit);  // an empty pool: one empty slice
+  const size_t counter_slices = (counter_sets.size() + kMaxCounterSetsPerSlice - 1) / kMaxCounterSetsPerSlice;
+  const json pool{{"name", o.node_name}, {"generation", 0}, {"resourceSliceCount", count + counter_slices}};
   std::vector<json> out;
+  for (size_t i = 0; i < counter_slices; ++i) {
+    json sets = json::array();
+    for (size_t k = i * kMaxCounterSetsPerSlice; k < std::min(counter_sets.size(), (i + 1) * kMaxCounterSetsPerSlice); ++k)
+      sets.push_back(counter_set_json(counter_sets[k]));
+    out.push_back(json{{"driver", o.driver}, {"nodeName", o.node_name}, {"pool", pool}, {"sharedCounters", std::move(sets)}});
+  }
   for (size_t i = 0; i < count; ++i) {
     json list = json::array();
     for (size_t k = i * limit; k < std::min(devices.size(), (i + 1) * limit); ++k) {
@@ -110,10 +119,7 @@ std::vector<json> slice_specs(const PublisherOptions& o, std::span<const Publish
       if (json t = health_taints(o.driver, devices[k].health); !t.empty()) d["taints"] = std::move(t);
       list.push_back(std::move(d));
     }
-    out.push_back(json{{"driver", o.driver},
-                       {"nodeName", o.node_name},
-                       {"pool", json{{"name", o.node_name}, {"generation", 0}, {"resourceSliceCount", count}}},
-                       {"devices", std::move(list)}});
+    out.push_back(json{{"driver", o.driver}, {"nodeName", o.node_name}, {"pool", pool}, {"devices", std::move(list)}});
   }
   return out;
 }
@@ -139,11 +145,13 @@ void SlicePublisher::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-uint64_t SlicePublisher::update(std::vector<PublishedDevice> devices) {
+uint64_t SlicePublisher::update(std::vector<PublishedDevice> devices, std::vector<CounterSet> counter_sets) {
   uint64_t v = 0;
   {
     std::lock_guard lock(mu_);
     devices_ = std::move(devices);
+    if (counter_sets.empty()) stats_.counters_dropped = false;
+    counter_sets_ = std::move(counter_sets);
     v = ++version_;
     stats_.wanted = v;
     dirty_ = true;
@@ -184,8 +192,9 @@ void SlicePublisher::run() {
     if (!due()) continue;
     dirty_ = false;
     const std::vector<PublishedDevice> devices = devices_;
+    const std::vector<CounterSet> counter_sets = counter_sets_;
     lock.unlock();
-    const auto r = pass(devices);
+    const auto r = pass(devices, counter_sets);
     lock.lock();
     if (r) {
       retrying = false;
@@ -205,12 +214,14 @@ void SlicePublisher::run() {
 
 Result<void> SlicePublisher::sync_once() {
   std::vector<PublishedDevice> devices;
+  std::vector<CounterSet> counter_sets;
   {
     std::lock_guard lock(mu_);
     devices = devices_;
+    counter_sets = counter_sets_;
     dirty_ = false;
   }
-  return pass(devices);
+  return pass(devices, counter_sets);
 }
 
 Result<std::string> SlicePublisher::node_uid() {
@@ -231,7 +242,8 @@ Result<std::vector<json>> SlicePublisher::list_slices() {
   return std::move(*items);
 }
 
-Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
+Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices,
+                                  const std::vector<CounterSet>& counter_sets) {
   uint64_t version = 0;
   {
     std::lock_guard lock(mu_);
@@ -248,7 +260,7 @@ Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
   auto uid = node_uid();
   if (!uid) return failed(uid.error());
 
-  std::vector<json> specs = slice_specs(options_, devices);
+  std::vector<json> specs = slice_specs(options_, devices, counter_sets);
   std::vector<std::string> hashes;
   for (const auto& s : specs) hashes.push_back(fmt::format("{:016x}", fnv1a(s.dump())));
 
@@ -312,22 +324,26 @@ Result<void> SlicePublisher::pass(const std::vector<PublishedDevice>& devices) {
         }
         meta["annotations"][kContentAnnotation] = hashes[i];
         obj["metadata"] = std::move(meta);
-        if (it != existing.end()) {
-          auto r = client_.update(kube::resources::kResourceSlices, "", name, obj);
-          if (!r) {
-            error = r.error();
-          } else {
+        auto r = it != existing.end() ? client_.update(kube::resources::kResourceSlices, "", name, obj)
+                                      : client_.create(kube::resources::kResourceSlices, "", obj);
+        if (!r) {
+          error = r.error();
+          break;
+        }
+        {
+          std::lock_guard lock(mu_);
+          ++(it != existing.end() ? stats_.updates : stats_.creates);
+        }
+        if (specs[i].contains("sharedCounters") && !at(*r, {"spec"}).contains("sharedCounters")) {
+          {
             std::lock_guard lock(mu_);
-            ++stats_.updates;
+            stats_.counters_dropped = true;
           }
-        } else {
-          auto r = client_.create(kube::resources::kResourceSlices, "", obj);
-          if (!r) {
-            error = r.error();
-          } else {
-            std::lock_guard lock(mu_);
-            ++stats_.creates;
-          }
+          return failed(Error{ErrorCode::kNotSupported,
+                              fmt::format("the API server dropped spec.sharedCounters of ResourceSlice {}: it does not "
+                                          "serve partitionable devices (feature gate DRAPartitionableDevices, "
+                                          "Kubernetes 1.34+; on by default since 1.36)",
+                                          name)});
         }
       }
     }

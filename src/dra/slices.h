@@ -9,9 +9,17 @@
 //   GPU's devices must stay in the set (health.lost) for their NoExecute taint to be published: a
 //   device left out is removed from the pool, and nothing evicts the pods using it. The
 //   publisher adds the health taints, splits the devices into slices at the API's limits (128
-//   devices, 64 when a slice carries a taint), names them `<node>-<driver>-<i>`, and makes the API
+//   devices, 64 when a slice carries a taint or consumes counters), names them `<node>-<driver>-<i>`,
+//   and makes the API
 //   hold exactly those: it creates and updates them, and deletes the slices of this driver and node
 //   that are not part of the pool any more (an earlier layout, an earlier pool name).
+// - Counter sets (KEP-4815 partitionable devices, dynamic MIG) go into slices of their own, at most
+//   8 sets each, before the device slices (since Kubernetes 1.35 a slice holds sharedCounters or
+//   devices, not both; all of one pool and generation). An API server that does not serve them
+//   (feature gate DRAPartitionableDevices off, or older than 1.34) drops spec.sharedCounters
+//   silently: the publisher sees it in the written object, stops that pass before any device slice
+//   is written (devices consuming counters that are not there would be allocated without limit),
+//   and reports it (PublisherStats::counters_dropped) until a pool without counters is published.
 // - pool.generation advances on every change of the pool's content (devices, attributes, taints,
 //   slice count) and every slice of the pool carries it; an unchanged set writes nothing. What the
 //   publisher wrote is recognised by its content hash (annotation kgpu.io/slice-content), so a
@@ -39,6 +47,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "apiclient/client.h"
+#include "dra/devices.h"
 
 namespace kgpu::dra {
 
@@ -75,9 +84,10 @@ struct PublisherOptions {
   Clock* clock = &Clock::real();                               // not owned
 };
 
-// The slices' specs for a pool (pure): `count` slices of at most the limit each, in device order,
-// with taints added; pool.generation is left 0 for the caller to set.
-std::vector<nlohmann::json> slice_specs(const PublisherOptions& options, std::span<const PublishedDevice> devices);
+// The slices' specs for a pool (pure): the counter slices, then `count` device slices of at most
+// the limit each, in device order, with taints added; pool.generation is left 0 for the caller to set.
+std::vector<nlohmann::json> slice_specs(const PublisherOptions& options, std::span<const PublishedDevice> devices,
+                                        std::span<const CounterSet> counter_sets = {});
 
 // The name of slice `index` of the node's pool: "<node>-<driver>-<index>" (shortened with a hash
 // when that would be longer than a name may be).
@@ -92,6 +102,7 @@ struct PublisherStats {
   uint64_t wanted = 0;      // the version of the last update()
   uint64_t published = 0;   // the version the API last matched
   std::string last_error;   // empty after a pass that succeeded
+  bool counters_dropped = false;  // the API server dropped spec.sharedCounters (see above)
 };
 
 class SlicePublisher {
@@ -105,7 +116,7 @@ class SlicePublisher {
   void stop();  // idempotent; joins the worker
 
   // The pool's new content; returns its version (see PublisherStats::published).
-  uint64_t update(std::vector<PublishedDevice> devices);
+  uint64_t update(std::vector<PublishedDevice> devices, std::vector<CounterSet> counter_sets = {});
   // Whether version `version` (or a later one) has been published, waiting up to `timeout`.
   bool wait_published(uint64_t version, std::chrono::milliseconds timeout);
   PublisherStats stats() const;
@@ -117,7 +128,7 @@ class SlicePublisher {
 
  private:
   void run();
-  Result<void> pass(const std::vector<PublishedDevice>& devices);
+  Result<void> pass(const std::vector<PublishedDevice>& devices, const std::vector<CounterSet>& counter_sets);
   Result<std::vector<nlohmann::json>> list_slices();
   Result<std::string> node_uid();
 
@@ -127,6 +138,7 @@ class SlicePublisher {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<PublishedDevice> devices_;
+  std::vector<CounterSet> counter_sets_;
   uint64_t version_ = 0;
   bool dirty_ = false;
   PublisherStats stats_;

@@ -42,6 +42,15 @@ std::string profile_name(unsigned compute_slices, uint64_t memory_mib, bool medi
 // ("1g.10gb+me" -> "1g.10gb.me", as in nvidia.com/mig-1g.10gb.me).
 std::string resource_profile(std::string_view profile);
 
+// A GPU-instance profile a GPU offers (read through NVML: gpu/mig_manage.h offers()).
+struct Offer {
+  const Shape* shape = nullptr;
+  std::string name;  // "1g.10gb", "1g.10gb+me"
+  uint64_t memory_mib = 0;
+  // nvmlGpuInstanceProfileInfo_t's engines of the profile.
+  unsigned multiprocessors = 0, copy_engines = 0, decoders = 0, encoders = 0, jpeg_engines = 0, ofa_engines = 0;
+};
+
 struct Placed {
   const Shape* shape;
   unsigned start;  // first memory slice

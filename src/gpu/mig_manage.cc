@@ -124,7 +124,9 @@ Result<std::vector<Offer>> offers(const NodeGpus& node, unsigned index) {
   for (const auto& s : shapes()) {
     GpuInstanceProfileInfo info{};
     if (lib.call(lib.symbols().nvmlDeviceGetGpuInstanceProfileInfo, *dev, s.nvml_profile_index, &info) != kSuccess) continue;
-    out.push_back(Offer{&s, profile_name(s.compute_slices, info.memorySizeMB, s.media_engines), info.memorySizeMB});
+    out.push_back(Offer{&s, profile_name(s.compute_slices, info.memorySizeMB, s.media_engines), info.memorySizeMB,
+                        info.multiprocessorCount, info.copyEngineCount, info.decoderCount, info.encoderCount,
+                        info.jpegCount, info.ofaCount});
   }
   return out;
 }
@@ -301,6 +303,100 @@ Result<void> replace_instances(const NodeGpus& node, unsigned index,
   }
   return fail(step.error().code, "{}; restoring the previous layout failed too: {}", step.error().message,
               back.error().message);
+}
+
+namespace {
+
+// The GPU instance of `shape` at memory slice `start`, or nullopt.
+Result<std::optional<std::pair<GpuInstance, unsigned>>> instance_at(const Library& lib, Device dev, unsigned index,
+                                                                   const Shape& shape, unsigned start) {
+  GpuInstance gis[kMaxInstances] = {};
+  unsigned count = 0;
+  const Return r = lib.call(lib.symbols().nvmlDeviceGetGpuInstances, dev, shape.profile_id, gis, &count);
+  if (r == kErrorNotSupported || r == kErrorInvalidArgument) return std::optional<std::pair<GpuInstance, unsigned>>();
+  if (r != kSuccess) return fail(ErrorCode::kUnavailable, "GPU {}: listing {} instances: {}", index, shape.key, describe(lib, r));
+  for (unsigned k = 0; k < count && k < kMaxInstances; ++k) {
+    GpuInstanceInfo info{};
+    if (lib.call(lib.symbols().nvmlGpuInstanceGetInfo, gis[k], &info) != kSuccess) continue;
+    if (info.placement.start == start) return std::optional(std::make_pair(gis[k], info.id));
+  }
+  return std::optional<std::pair<GpuInstance, unsigned>>();
+}
+
+unsigned compute_instances(const Library& lib, GpuInstance gi, const Shape& shape, ComputeInstance* cis) {
+  unsigned count = 0;
+  if (lib.call(lib.symbols().nvmlGpuInstanceGetComputeInstances, gi, full_ci_profile(shape.compute_slices), cis,
+               &count) != kSuccess) {
+    return 0;
+  }
+  return std::min(count, kMaxInstances);
+}
+
+}  // namespace
+
+Result<Instance> create_instance(const NodeGpus& node, unsigned index, const Offer& offer, unsigned start) {
+  const auto& lib = node.library();
+  const auto& sym = lib.symbols();
+  auto dev = node.handle(index);
+  if (!dev) return std::unexpected(dev.error());
+  const Shape& shape = *offer.shape;
+  const std::string what = fmt::format("GPU {}: {} at memory slice {}", index, offer.name, start);
+  auto found = instance_at(lib, *dev, index, shape, start);
+  if (!found) return std::unexpected(found.error());
+  GpuInstance gi = nullptr;
+  unsigned gi_id = 0;
+  bool created = false;
+  if (*found) {
+    std::tie(gi, gi_id) = **found;
+  } else {
+    const GpuInstancePlacement placement{start, shape.memory_slices};
+    const Return r = lib.call(sym.nvmlDeviceCreateGpuInstanceWithPlacement, *dev, shape.profile_id, &placement, &gi);
+    if (r != kSuccess) {
+      return fail(ErrorCode::kUnavailable,
+                  "{}: creating the GPU instance: {}{}", what, describe(lib, r),
+                  r == kErrorInsufficientResources ? " (another instance overlaps that placement)" : "");
+    }
+    GpuInstanceInfo info{};
+    if (lib.call(sym.nvmlGpuInstanceGetInfo, gi, &info) == kSuccess) gi_id = info.id;
+    created = true;
+  }
+  ComputeInstance cis[kMaxInstances] = {};
+  if (compute_instances(lib, gi, shape, cis) == 0) {
+    ComputeInstance ci = nullptr;
+    const Return r = lib.call(sym.nvmlGpuInstanceCreateComputeInstance, gi, full_ci_profile(shape.compute_slices), &ci);
+    if (r != kSuccess) {
+      if (created) (void)lib.call(sym.nvmlGpuInstanceDestroy, gi);
+      return fail(ErrorCode::kUnavailable, "{}: creating the compute instance: {}{}", what, describe(lib, r),
+                  created ? "; the GPU instance was destroyed again" : "");
+    }
+  }
+  return Instance{&shape, offer.name, gi_id, start, true};
+}
+
+Result<void> destroy_instance(const NodeGpus& node, unsigned index, const Shape& shape, unsigned start) {
+  const auto& lib = node.library();
+  const auto& sym = lib.symbols();
+  auto dev = node.handle(index);
+  if (!dev) return std::unexpected(dev.error());
+  auto found = instance_at(lib, *dev, index, shape, start);
+  if (!found) return std::unexpected(found.error());
+  if (!*found) return {};
+  const auto [gi, gi_id] = **found;
+  ComputeInstance cis[kMaxInstances] = {};
+  const unsigned n = compute_instances(lib, gi, shape, cis);
+  for (unsigned k = 0; k < n; ++k) {
+    const Return r = lib.call(sym.nvmlComputeInstanceDestroy, cis[k]);
+    if (r != kSuccess) {
+      return fail(ErrorCode::kUnavailable, "GPU {}: destroying the compute instance of GPU instance {} ({} at {}): {}{}",
+                  index, gi_id, shape.key, start, describe(lib, r), r == kErrorInUse ? " (a process is still on it)" : "");
+    }
+  }
+  const Return r = lib.call(sym.nvmlGpuInstanceDestroy, gi);
+  if (r != kSuccess) {
+    return fail(ErrorCode::kUnavailable, "GPU {}: destroying GPU instance {} ({} at {}): {}{}", index, gi_id, shape.key,
+                start, describe(lib, r), r == kErrorInUse ? " (a process is still on it)" : "");
+  }
+  return {};
 }
 
 }  // namespace kgpu::gpu::mig

@@ -19,13 +19,6 @@
 
 namespace kgpu::gpu::mig {
 
-// A GPU-instance profile the model offers.
-struct Offer {
-  const Shape* shape = nullptr;
-  std::string name;  // "1g.10gb", "1g.10gb+me"
-  uint64_t memory_mib = 0;
-};
-
 struct Instance {
   const Shape* shape = nullptr;
   std::string profile;  // "3g.40gb"
@@ -59,5 +52,15 @@ Result<std::vector<std::pair<const Offer*, unsigned>>> plan(const std::vector<Of
 // fails, what was created is destroyed and the previous layout created again; the error names the
 // failed step and says whether the previous layout was restored.
 Result<void> replace_instances(const NodeGpus& node, unsigned index, const std::vector<std::pair<const Offer*, unsigned>>& want);
+
+// One instance at a time (dynamic MIG: a DRA claim's partition). create_instance makes a GPU
+// instance of `offer` at memory slice `start` with a compute instance spanning it; an instance of
+// that profile already there (a create repeated after a crash) is taken as it is, given its compute
+// instance when it lacks one. A GPU instance created here whose compute instance then fails is
+// destroyed again. destroy_instance removes the instance of `shape` at `start` (its compute
+// instances first); none there is a success. MIG must be on. Errors name the GPU, the profile and
+// the placement, and say when a process holds the instance.
+Result<Instance> create_instance(const NodeGpus& node, unsigned index, const Offer& offer, unsigned start);
+Result<void> destroy_instance(const NodeGpus& node, unsigned index, const Shape& shape, unsigned start);
 
 }  // namespace kgpu::gpu::mig

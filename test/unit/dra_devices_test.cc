@@ -215,7 +215,7 @@ TEST(DraDevices, PcieRootFromSysfs) {
   EXPECT_EQ(pcie_root(root.string(), "0000:19:00.0"), std::nullopt);
 
   const auto inv = inventory_of("preset: hgx-h100-8\n");
-  const DeviceSet set = build_devices(inv, BuildOptions{root.string()});
+  const DeviceSet set = build_devices(inv, BuildOptions{root.string(), {}});
   EXPECT_EQ(str(set.devices[0], "resource.kubernetes.io/pcieRoot"), "pci0000:17");
   EXPECT_EQ(set.devices[1].attributes.count("resource.kubernetes.io/pcieRoot"), 0u);
 }
