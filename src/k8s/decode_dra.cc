@@ -111,6 +111,22 @@ std::optional<DeviceClass> as_device_class(const Document& doc) {
   return c;
 }
 
+// counters: {<name>: {value: <quantity>}}
+QuantityMap decode_counters(Decoder& d, const Value* counters, const std::string& path) {
+  std::vector<QuantityMap::value_type> kv;
+  if (counters == nullptr) return {};
+  for (const Entry& c : counters->entries()) {
+    if (!c.value().is_map()) continue;
+    if (const Entry* v = Decoder::entry(&c.value(), "value")) {
+      if (auto q = d.quantity(*v, fmt::format("{}.counters.{}", path, c.key())))
+        kv.emplace_back(c.key(), Field<Quantity>{*q, c.key_line()});
+    }
+  }
+  QuantityMap out;
+  out.assign_last_wins(std::move(kv));
+  return out;
+}
+
 std::optional<ResourceSlice> as_resource_slice(const Document& doc) {
   if (!is_kind(doc, "ResourceSlice")) return std::nullopt;
   ResourceSlice s;
@@ -123,6 +139,12 @@ std::optional<ResourceSlice> as_resource_slice(const Document& doc) {
     s.pool_name = d.text(pool, "name", ".spec.pool");
     s.pool_generation = d.integer(pool, "generation", ".spec.pool");
     s.pool_resource_slice_count = d.integer(pool, "resourceSliceCount", ".spec.pool");
+  }
+  size_t k = 0;
+  for (const Value& set : d.seq(spec, "sharedCounters", ".spec")) {
+    const std::string path = fmt::format(".spec.sharedCounters[{}]", k++);
+    s.shared_counters.push_back(
+        CounterSet{Decoder::str(&set, "name"), decode_counters(d, Decoder::child(&set, "counters"), path), set.line()});
   }
   size_t i = 0;
   for (const Value& dev : d.seq(spec, "devices", ".spec")) {
@@ -160,6 +182,12 @@ std::optional<ResourceSlice> as_resource_slice(const Document& doc) {
     for (const Value& t : d.seq(body, "taints", path)) {
       out.taints.push_back(
           Taint{Decoder::str(&t, "key"), Decoder::str(&t, "value"), Decoder::str(&t, "effect"), t.line()});
+    }
+    size_t c = 0;
+    for (const Value& u : d.seq(body, "consumesCounters", path)) {
+      const std::string upath = fmt::format("{}.consumesCounters[{}]", path, c++);
+      out.consumes_counters.push_back(CounterSet{Decoder::str(&u, "counterSet"),
+                                                 decode_counters(d, Decoder::child(&u, "counters"), upath), u.line()});
     }
     s.devices.push_back(std::move(out));
   }

@@ -612,11 +612,20 @@ struct DeviceAttribute {
   int line = 0;
 };
 
+// KEP-4815 partitionable devices: a named set of counters (spec.sharedCounters[]), or what a
+// device consumes of one (spec.devices[].consumesCounters[]); counters.<name>.value.
+struct CounterSet {
+  std::string_view name;  // the set's name, or for a consumption the set it consumes from (counterSet)
+  QuantityMap counters;
+  int line = 0;
+};
+
 struct Device {
   std::string_view name;
   std::map<std::string_view, DeviceAttribute, std::less<>> attributes;
   QuantityMap capacity;  // capacity.<name>.value (v1beta1+), or the plain quantity (v1alpha3)
   std::vector<Taint> taints;  // DeviceTaints (effect NoSchedule | NoExecute | None)
+  std::vector<CounterSet> consumes_counters;
   int line = 0;
 };
 
@@ -628,6 +637,7 @@ struct ResourceSlice {
   Int pool_generation;
   Int pool_resource_slice_count;
   std::vector<Device> devices;  // v1beta1's devices[].basic is flattened
+  std::vector<CounterSet> shared_counters;
   std::vector<Issue> issues;
 };
 

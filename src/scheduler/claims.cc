@@ -32,17 +32,31 @@ std::string key_of(const std::string& ns, const std::string& name) { return ns.e
 using sched::Taint;
 using sched::Toleration;
 
+using Counters = std::vector<std::pair<std::string, k8s::Quantity>>;
+
 struct Dev {
   std::string name;
   cel::DeviceInput input;
   std::vector<Taint> taints;
+  std::vector<std::pair<std::string, Counters>> consumes;  // counter set -> counters (KEP-4815)
 };
 
 struct Slice {
   std::string name, driver, pool, node;
   int64_t generation = 0;
   std::vector<Dev> devices;
+  std::map<std::string, Counters> counter_sets;  // spec.sharedCounters
 };
+
+// A counter of a pool: (driver, pool, counter set, counter).
+using CounterKey = std::tuple<std::string, std::string, std::string, std::string>;
+using CounterUse = std::map<CounterKey, k8s::Quantity>;
+
+Counters counters_of(const k8s::QuantityMap& m) {
+  Counters out;
+  for (const auto& [name, q] : m) out.emplace_back(std::string(name), q.value);
+  return out;
+}
 
 struct DeviceClassRec {
   std::vector<std::string> selectors;
@@ -176,8 +190,10 @@ Slice slice_rec(const json& s) {
     dev.input = cel::device_input(d, out.driver);
     for (const k8s::Taint& t : d.taints)
       dev.taints.push_back({std::string(t.key), std::string(t.value), std::string(t.effect)});
+    for (const k8s::CounterSet& c : d.consumes_counters) dev.consumes.emplace_back(std::string(c.name), counters_of(c.counters));
     out.devices.push_back(std::move(dev));
   }
+  for (const k8s::CounterSet& c : v->shared_counters) out.counter_sets[std::string(c.name)] = counters_of(c.counters);
   return out;
 }
 
@@ -276,10 +292,46 @@ struct ClaimAllocator::State {
     return out;
   }
 
-  // Allocates one (sub)request on the node's devices, avoiding `used` (and adding to it).
+  // The counters the node's pools share (highest generation of each pool): their capacity.
+  CounterUse counters_on(const std::string& node) const {
+    std::map<std::pair<std::string, std::string>, int64_t> newest;
+    for (const auto& [n, s] : slices)
+      if (s.node == node) newest[{s.driver, s.pool}] = std::max(newest[{s.driver, s.pool}], s.generation);
+    CounterUse out;
+    for (const auto& [n, s] : slices) {
+      if (s.node != node || newest[{s.driver, s.pool}] != s.generation) continue;
+      for (const auto& [set, counters] : s.counter_sets)
+        for (const auto& [c, q] : counters) out[{s.driver, s.pool, set, c}] = q;
+    }
+    return out;
+  }
+
+  // Whether the device's counter consumption fits what is left of `capacity` after `use`.
+  static bool fits_counters(const NodeDevice& d, const CounterUse& capacity, const CounterUse& use) {
+    for (const auto& [set, counters] : d.dev->consumes) {
+      for (const auto& [c, q] : counters) {
+        const CounterKey key{d.id.driver, d.id.pool, set, c};
+        const auto cap = capacity.find(key);
+        if (cap == capacity.end()) return false;  // a counter its pool does not publish
+        const auto u = use.find(key);
+        if ((u == use.end() ? q : u->second + q) > cap->second) return false;
+      }
+    }
+    return true;
+  }
+  static void add_counters(const NodeDevice& d, CounterUse& use) {
+    for (const auto& [set, counters] : d.dev->consumes)
+      for (const auto& [c, q] : counters) {
+        auto [it, fresh] = use.try_emplace(CounterKey{d.id.driver, d.id.pool, set, c}, q);
+        if (!fresh) it->second += q;
+      }
+  }
+
+  // Devices consuming shared counters (partitions) must fit what `counter_use` leaves of `capacity`.
   std::optional<Failure> allocate_request(const SubRequest& rq, const std::string& claim,
                                           const std::vector<NodeDevice>& devs, std::set<DeviceId>& used,
-                                          std::vector<std::pair<std::string, DeviceId>>& results) {
+                                          std::vector<std::pair<std::string, DeviceId>>& results,
+                                          const CounterUse& capacity, CounterUse& counter_use) {
     const auto cls = classes.find(rq.device_class);
     if (cls == classes.end())
       return Failure{
@@ -299,7 +351,8 @@ struct ClaimAllocator::State {
       if (!*s.p)
         return Failure{fmt::format("the CEL selector of {} does not compile: {}", whose(s), s.p->error().message)};
     std::vector<DeviceId> free;
-    size_t of_class = 0, matching = 0, taken = 0, tainted = 0;
+    CounterUse pending = counter_use;
+    size_t of_class = 0, matching = 0, taken = 0, tainted = 0, exhausted = 0;
     std::string failing_selector;  // the request's first selector some device of the class failed
     for (const auto& d : devs) {
       bool ok = true, class_ok = true;
@@ -330,29 +383,40 @@ struct ClaimAllocator::State {
         ++taken;
         continue;
       }
+      const bool wanted = rq.all || static_cast<int64_t>(free.size()) < rq.count;
+      if (!d.dev->consumes.empty()) {
+        if (!fits_counters(d, capacity, pending)) {
+          ++exhausted;
+          continue;
+        }
+        if (wanted) add_counters(d, pending);
+      }
       free.push_back(d.id);
     }
     const auto counts = [&] {
       std::string s =
           fmt::format("{} device(s) of class {} here, {} match the selectors", of_class, rq.device_class, matching);
       if (taken > 0) s += fmt::format(", {} of them already allocated", taken);
+      if (exhausted > 0)
+        s += fmt::format(", {} overlap allocated devices (their shared counters are used up)", exhausted);
       if (tainted > 0) s += fmt::format(", {} tainted (not tolerated)", tainted);
       if (!failing_selector.empty() && matching < of_class) s += fmt::format("; selector: {}", failing_selector);
       return s;
     };
     if (rq.all) {
-      if (free.empty() || taken > 0)
+      if (free.empty() || taken > 0 || exhausted > 0)
         return Failure{fmt::format("ResourceClaim {} request {} (allocationMode All) cannot take every matching "
                                    "device: {}",
                                    claim, rq.name, counts()),
-                       taken > 0};
+                       taken > 0 || exhausted > 0};
     } else if (static_cast<int64_t>(free.size()) < rq.count) {
       return Failure{fmt::format("ResourceClaim {} request {} wants {} device(s), {} free: {}", claim, rq.name,
                                  rq.count, free.size(), counts()),
-                     taken > 0};
+                     taken > 0 || exhausted > 0};
     } else {
       free.resize(static_cast<size_t>(rq.count));
     }
+    counter_use = std::move(pending);
     for (auto& id : free) {
       used.insert(id);
       results.emplace_back(rq.name, std::move(id));
@@ -366,6 +430,10 @@ struct ClaimAllocator::State {
                                   const std::map<std::string, std::pair<std::string, const ClaimChoice*>>& pending,
                                   std::set<DeviceId> used, std::vector<ClaimChoice>& out, size_t& free_after) {
     const std::vector<NodeDevice> devs = devices_on(node);
+    const CounterUse capacity = counters_on(node);
+    CounterUse counter_use;
+    for (const auto& d : devs)
+      if (used.contains(d.id)) add_counters(d, counter_use);
     for (const ClaimRec* c : pod_claims) {
       const std::string ckey = key_of(c->ns, c->name);
       ClaimChoice cc;
@@ -402,7 +470,7 @@ struct ClaimAllocator::State {
         std::optional<Failure> first;
         bool done = false;
         for (const auto& alt : req.alternatives) {
-          auto f = allocate_request(alt, ckey, devs, used, cc.results);
+          auto f = allocate_request(alt, ckey, devs, used, cc.results, capacity, counter_use);
           if (!f) {
             done = true;
             // The class's config for this request, then (below) the claim's.
@@ -435,7 +503,9 @@ struct ClaimAllocator::State {
     }
     free_after = 0;
     for (const auto& d : devs)
-      if (!used.contains(d.id) && d.dev->taints.empty()) ++free_after;
+      if (!used.contains(d.id) && d.dev->taints.empty() &&
+          fits_counters(d, capacity, counter_use))
+        ++free_after;
     return std::nullopt;
   }
 };

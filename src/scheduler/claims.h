@@ -14,7 +14,9 @@
 // the DeviceClass's selectors and the request's (src/cel; an evaluation error aborts that node's
 // allocation, as in Kubernetes), not carry a NoSchedule/NoExecute taint the request does not
 // tolerate, and not be allocated to another claim (in its status.allocation, or chosen by a filter
-// whose bind is pending). ExactCount takes `count` devices, All every matching device (all of them
+// whose bind is pending), and, for a device that consumes shared counters (KEP-4815 partitionable
+// devices: dynamic MIG's partitions), fit what the counter sets of its pool leave after the devices
+// allocated and chosen so far (a counter the pool does not publish: it does not fit). ExactCount takes `count` devices, All every matching device (all of them
 // free); firstAvailable takes the first alternative that can be allocated. An allocated claim
 // (shared by several pods) pins the pod to its node. Among the nodes where everything fits the one
 // left with the fewest free devices is chosen (packing; ties in name order), and the choice is held
@@ -37,6 +39,7 @@
 
 #include <chrono>
 #include <compare>
+#include <tuple>
 #include <map>
 #include <memory>
 #include <mutex>
