@@ -171,6 +171,53 @@ TEST(DraSlices, SplitsAtTheApiLimits) {
   EXPECT_EQ(p.stats().deletes, 2u);
 }
 
+TEST(DraSlices, CounterSetsGoInSlicesOfTheirOwnBeforeTheDevices) {
+  Cluster k;
+  k.node("node-a");
+  SlicePublisher p(*k.c, options());
+  // Nine partitionable GPUs: nine counter sets (eight per slice), 70 devices consuming them.
+  std::vector<CounterSet> sets;
+  for (unsigned g = 0; g < 9; ++g) sets.push_back({counter_set_name(g), {{"compute-slices", 7}, {"memory-slice-0", 1}}});
+  auto devices = migs(10);
+  for (auto& d : devices) {
+    d.device["consumesCounters"] = json::array(
+        {{{"counterSet", "gpu-0-counter-set"}, {"counters", {{"compute-slices", {{"value", "1"}}}}}}});
+  }
+  p.update(devices, sets);
+  ASSERT_TRUE(p.sync_once()) << p.stats().last_error;
+  auto slices = k.slices();
+  ASSERT_EQ(slices.size(), 4u);  // 2 counter slices + 70 devices at 64 a slice
+  size_t counter_slices = 0, total_sets = 0, total_devices = 0;
+  for (const auto& sl : slices) {
+    EXPECT_EQ(sl["spec"]["pool"]["resourceSliceCount"], 4);
+    EXPECT_EQ(sl["spec"]["pool"]["generation"], 1);
+    EXPECT_FALSE(sl["spec"].contains("sharedCounters") && sl["spec"].contains("devices")) << sl.dump();
+    if (sl["spec"].contains("sharedCounters")) {
+      ++counter_slices;
+      EXPECT_LE(sl["spec"]["sharedCounters"].size(), kMaxCounterSetsPerSlice);
+      total_sets += sl["spec"]["sharedCounters"].size();
+      EXPECT_EQ(sl["spec"]["sharedCounters"][0]["counters"]["compute-slices"]["value"], "7");
+    } else {
+      EXPECT_LE(sl["spec"]["devices"].size(), 64u);
+      total_devices += sl["spec"]["devices"].size();
+    }
+  }
+  EXPECT_EQ(counter_slices, 2u);
+  EXPECT_EQ(total_sets, 9u);
+  EXPECT_EQ(total_devices, 70u);
+  EXPECT_FALSE(p.stats().counters_dropped);
+  // The same pool again writes nothing; without counter sets their slices go.
+  p.update(devices, sets);
+  ASSERT_TRUE(p.sync_once());
+  EXPECT_EQ(k.slices()[0]["spec"]["pool"]["generation"], 1);
+  for (auto& d : devices) d.device.erase("consumesCounters");
+  p.update(devices);
+  ASSERT_TRUE(p.sync_once());
+  slices = k.slices();
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_FALSE(slices[0]["spec"].contains("sharedCounters"));
+}
+
 json foreign_slice(const std::string& name, const std::string& node, const std::string& driver,
                    const std::string& pool) {
   return json{{"metadata", {{"name", name}}},

@@ -10,6 +10,7 @@
 #include "../integration/test_env.h"
 #include "cel/cel.h"
 #include "dra/devices.h"
+#include "gpu/mig_manage.h"
 
 namespace kgpu::dra {
 namespace {
@@ -123,6 +124,53 @@ TEST(DraDevices, A100MigLayoutNamesAndCapacities) {
   }
   EXPECT_FALSE(j["capacity"].contains("memorySlice3"));
   EXPECT_LE(j["attributes"].size() + j["capacity"].size(), 32u);
+}
+
+TEST(DraDevices, PartitionableGpuPublishesEveryPlacementAgainstItsCounters) {
+  FakeNodeFile f("preset: hgx-h100-8\ngpus:\n  - index: 0\n    mig: {enabled: true}\n"
+                 "  - index: 1\n    mig:\n      enabled: true\n      instances: [{profile: 3g.40gb}]\n");
+  auto node = open_fake();
+  ASSERT_TRUE(node);
+  auto inv = node->inventory();
+  ASSERT_TRUE(inv);
+  auto offers = gpu::mig::offers(*node, 0);
+  ASSERT_TRUE(offers) << offers.error().message;
+  BuildOptions o;
+  o.partitionable[0] = *offers;
+  const DeviceSet set = build_devices(*inv, o);
+  std::vector<const Device*> parts;
+  for (const auto& d : set.devices)
+    if (d.partition) parts.push_back(&d);
+  // 7 x 1g.10gb, 7 x 1g.10gb+me, 4 x 1g.20gb, 3 x 2g.20gb, 2 x 3g.40gb, 4g.40gb, 7g.80gb.
+  ASSERT_EQ(parts.size(), 25u);
+  for (const auto* p : parts) EXPECT_EQ(p->gpu_index, 0u) << p->name;
+  ASSERT_EQ(set.counter_sets.size(), 1u);
+  EXPECT_EQ(set.counter_sets[0].name, "gpu-0-counter-set");
+  EXPECT_EQ(set.counter_sets[0].counters.at("compute-slices"), 7);
+  EXPECT_EQ(set.counter_sets[0].counters.at("memory-slice-7"), 1);
+  EXPECT_EQ(set.counter_sets[0].counters.at("media-extensions"), 1);
+  // GPU 1 is not partitionable here: its instance is published as it is; GPUs 2-7 whole.
+  EXPECT_NE(find_device(set.devices, "gpu-1-mig-3g40gb-9-0"), nullptr) << ::testing::PrintToString(names(set));
+  EXPECT_NE(find_device(set.devices, "gpu-7"), nullptr);
+
+  const Device* d = find_device(set.devices, "gpu-0-mig-3g40gb-9-4");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(str(*d, "profile"), "3g.40gb");
+  EXPECT_EQ(str(*d, "uuid"), "<missing>");
+  EXPECT_EQ(str(*d, "parentUUID"), inv->gpus[0].uuid);
+  const nlohmann::json j = slice_device_json(*d);
+  ASSERT_EQ(j["consumesCounters"].size(), 1u) << j.dump();
+  const auto& c = j["consumesCounters"][0];
+  EXPECT_EQ(c["counterSet"], "gpu-0-counter-set");
+  EXPECT_EQ(c["counters"]["compute-slices"]["value"], "3");
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(c["counters"]["memory-slice-" + std::to_string(i)]["value"], "1");
+  EXPECT_FALSE(c["counters"].contains("memory-slice-3"));
+  EXPECT_FALSE(c["counters"].contains("media-extensions"));
+  EXPECT_EQ(j["capacity"]["memorySlice4"]["value"], "1");
+  const Device* me = find_device(set.devices, "gpu-0-mig-1g10gb-me-20-6");
+  ASSERT_NE(me, nullptr) << names(set).size();
+  EXPECT_EQ(me->consumes.at("media-extensions"), 1);
+  EXPECT_EQ(slice_device_json(*find_device(set.devices, "gpu-2")).count("consumesCounters"), 0u);
 }
 
 TEST(DraDevices, MediaEngineProfileName) {

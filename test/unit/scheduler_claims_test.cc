@@ -186,6 +186,84 @@ TEST_F(Claims, TaintsKeepDevicesUnlessTolerated) {
   EXPECT_TRUE(r.node) << r.message;
 }
 
+// Partitions of one GPU (KEP-4815, dynamic MIG): each consumes the memory slices of its placement
+// and its compute slices from the GPU's counter set, published in a slice of its own.
+json partition(const std::string& profile, unsigned compute, unsigned start, unsigned size) {
+  json d = device("gpu-0-mig-" + profile + "-" + std::to_string(start), "NVIDIA H100 80GB HBM3", "40Gi", "mig");
+  d["attributes"]["profile"] = {{"string", profile}};
+  json counters = {{"compute-slices", {{"value", std::to_string(compute)}}}};
+  for (unsigned i = start; i < start + size; ++i) counters["memory-slice-" + std::to_string(i)] = {{"value", "1"}};
+  d["consumesCounters"] = json::array({{{"counterSet", "gpu-0-counter-set"}, {"counters", counters}}});
+  return d;
+}
+
+json counter_slice(const std::string& node, unsigned compute_slices) {
+  json counters = {{"compute-slices", {{"value", std::to_string(compute_slices)}}}};
+  for (unsigned i = 0; i < 8; ++i) counters["memory-slice-" + std::to_string(i)] = {{"value", "1"}};
+  json s = slice(node, {}, 1, "counters");
+  s["spec"].erase("devices");
+  s["spec"]["sharedCounters"] = json::array({{{"name", "gpu-0-counter-set"}, {"counters", counters}}});
+  return s;
+}
+
+json mig_class() {
+  json c = gpu_class();
+  c["metadata"]["name"] = "mig.nvidia.com";
+  c["spec"]["selectors"][0]["cel"]["expression"] = "device.attributes['gpu.nvidia.com'].type == 'mig'";
+  return c;
+}
+
+json mig_request(const std::string& profile) {
+  json r = request("gpu", {"device.attributes['gpu.nvidia.com'].profile == '" + profile + "'"});
+  r["exactly"]["deviceClassName"] = "mig.nvidia.com";
+  return r;
+}
+
+TEST_F(Claims, PartitionsFitTheCountersTheirGpuHasLeft) {
+  a.upsert_class(mig_class());
+  a.upsert_slice(counter_slice("m", 7));
+  a.upsert_slice(slice("m",
+                       {partition("4g40gb", 4, 0, 4), partition("3g40gb", 3, 4, 4), partition("1g10gb", 1, 0, 1),
+                        partition("1g10gb", 1, 4, 1), partition("1g10gb", 1, 5, 1), partition("7g80gb", 7, 0, 8)}));
+  a.upsert_claim(allocated(claim("four", {mig_request("4g40gb")}), "m", {"gpu-0-mig-4g40gb-0"}, {"x"}));
+  // The 7g.80gb and the 1g.10gb at slice 0 overlap the 4g.40gb: the 1g.10gb goes to slice 4.
+  a.upsert_claim(claim("one", {mig_request("1g10gb")}));
+  auto r = filter(pod("p", {"one"}), {"m"});
+  ASSERT_TRUE(r.node) << r.message;
+  EXPECT_EQ(devices_of("pod-p"), (std::vector<std::string>{"m/gpu/gpu-0-mig-1g10gb-4"}));
+  // Two more 1g.10gb in one claim: slice 5 is left, slice 4 is the pending choice's.
+  a.upsert_claim(claim("two", {[] {
+                                 json q = mig_request("1g10gb");
+                                 q["exactly"]["count"] = 2;
+                                 return q;
+                               }()}));
+  r = filter(pod("q", {"two"}), {"m"});
+  EXPECT_FALSE(r.node);
+  EXPECT_NE(r.failed["m"].find("wants 2 device(s), 1 free"), std::string::npos) << r.message;
+  EXPECT_NE(r.failed["m"].find("1 of them already allocated"), std::string::npos) << r.message;
+  EXPECT_NE(r.failed["m"].find("overlap allocated devices (their shared counters are used up)"), std::string::npos)
+      << r.message;
+  // The 3g.40gb would need slices 4-7 the 1g.10gb holds.
+  a.upsert_claim(claim("three", {mig_request("3g40gb")}));
+  r = filter(pod("t", {"three"}), {"m"});
+  EXPECT_FALSE(r.node);
+  EXPECT_NE(r.failed["m"].find("1 overlap allocated devices"), std::string::npos) << r.message;
+  // Once the 1g.10gb choice is gone, the 3g.40gb fits beside the 4g.40gb (4 + 3 compute slices).
+  a.forget_pod("pod-p");
+  r = filter(pod("t", {"three"}), {"m"});
+  ASSERT_TRUE(r.node) << r.message;
+  EXPECT_EQ(devices_of("pod-t"), (std::vector<std::string>{"m/gpu/gpu-0-mig-3g40gb-4"}));
+  a.forget_pod("pod-t");
+  // With 6 compute slices on the GPU, 4 + 3 does not fit.
+  a.upsert_slice(counter_slice("m", 6));
+  r = filter(pod("t", {"three"}), {"m"});
+  EXPECT_FALSE(r.node) << r.message;
+  // A pool without the counter set its devices name: none of them is allocated.
+  a.remove_slice(counter_slice("m", 6));
+  r = filter(pod("p", {"one"}), {"m"});
+  EXPECT_FALSE(r.node) << r.message;
+}
+
 TEST_F(Claims, AllocationModeAllTakesEveryMatchingDeviceOrNone) {
   a.upsert_claim(claim("all", {request("gpu", {kH100}, 0, "All")}));
   auto r = filter(pod("p", {"all"}), {"n2"});
