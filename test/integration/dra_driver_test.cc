@@ -361,7 +361,7 @@ std::map<std::string, json> published_pool(kube::Client& client) {
   if (!list) return out;
   for (const auto& s : (*list)["items"]) {
     if (s["spec"].value("nodeName", "") != kNode || s["spec"].value("driver", "") != "gpu.nvidia.com") continue;
-    for (const auto& d : s["spec"]["devices"]) out[d.value("name", "")] = d;
+    for (const auto& d : s["spec"].value("devices", json::array())) out[d.value("name", "")] = d;
   }
   return out;
 }
@@ -387,7 +387,8 @@ std::string taint_of(kube::Client& client, const std::string& device) {
 
 // A DRA-mode agent on node-a (labelled kgpu.io/gpu-api=dra) with its API-server stand-in.
 struct DraAgentNode {
-  explicit DraAgentNode(std::vector<std::string> extra = {}) {
+  explicit DraAgentNode(std::vector<std::string> extra = {}, const std::string& node_yaml = kNodeYaml,
+                        std::vector<std::string> env = {}) {
     client = kgpu::testing::client_for(kgpu::testing::token_config(api));
     json node = {{"apiVersion", "v1"},
                  {"kind", "Node"},
@@ -399,7 +400,7 @@ struct DraAgentNode {
                                       "--dra-registry-dir", registry(),          "--dra-plugins-dir", plugins(),
                                       "--dev-root",         dirs.path().string()};
     flags.insert(flags.end(), extra.begin(), extra.end());
-    agent = std::make_unique<kgpu::testing::PluginAgent>(kNodeYaml, "", flags);
+    agent = std::make_unique<kgpu::testing::PluginAgent>(node_yaml, "", flags, env);
   }
   std::string registry() const { return (dirs.path() / "plugins_registry").string(); }
   std::string plugins() const { return (dirs.path() / "plugins").string(); }
@@ -466,6 +467,74 @@ TEST(DraAgent, NodeLabelTurnsTheAgentIntoTheDraDriver) {
   ASSERT_TRUE(u);
   EXPECT_EQ(u->at(uid), "");
   EXPECT_FALSE(fs::exists(spec));
+}
+
+// Dynamic MIG (--dra-dynamic-mig): GPU 7 in MIG mode with no instances is published as 25
+// partitions; a claim allocated the 4g.40gb partition gets its instance at prepare (a MIG device
+// with a UUID in the CDI spec), the instance outlives an agent restart as the claim's (the GPU stays
+// partitionable), a claim over an overlapping placement fails on NVML's refusal, and unprepare
+// destroys the instance so the 7g.80gb partition can be made after it. A GPU with instances nobody
+// prepared is published as it is.
+TEST(DraAgent, DynamicMigCreatesThePartitionAtPrepareAndDestroysItAtUnprepare) {
+  kgpu::testing::TempDir state;
+  const std::string yaml = "preset: hgx-h100-8\ngpus:\n  - index: 6\n    mig:\n      enabled: true\n"
+                           "      instances: [{profile: 1g.10gb}]\n  - index: 7\n    mig: {enabled: true}\n";
+  DraAgentNode n({"--dra-dynamic-mig"}, yaml,
+                 {"KGPU_FAKE_NVML_STATE=" + (state.path() / "mig.state").string()});
+  auto& agent = *n.agent;
+  auto& client = *n.client;
+  const std::string reg_socket = n.registry() + "/gpu.nvidia.com-reg.sock";
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return fs::exists(reg_socket); })) << agent.log();
+  auto info = kgpu::testing::dra_register(reg_socket);
+  ASSERT_TRUE(info) << info.error().message << "\n" << agent.log();
+  auto pool = [&] { return published_pool(client); };
+  // GPUs 0-5 whole, GPU 6's instance as it is, GPU 7's 25 partitions.
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return pool().size() == 6 + 1 + 25; })) << agent.log();
+  EXPECT_TRUE(pool().contains("gpu-6-mig-1g10gb-19-0"));
+  EXPECT_TRUE(pool().at("gpu-7-mig-4g40gb-5-0").contains("consumesCounters"));
+  EXPECT_NE(agent.log().find("GPU 6: not partitionable, it has MIG instances no claim prepared here made (1g.10gb at 0)"),
+            std::string::npos)
+      << agent.log();
+
+  const std::string a = allocate(client, "four", "gpu-7-mig-4g40gb-5-0");
+  auto r = kgpu::testing::dra_prepare(info->endpoint, "v1", {{"default", a, "four"}});
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->at(a).error, "") << agent.log();
+  const fs::path spec = agent.dir().path() / "cdi" / ("k8s.gpu.nvidia.com-claim_" + a + ".json");
+  const json written = json::parse(kgpu::testing::slurp(spec));
+  EXPECT_EQ(written["devices"][0]["name"], a + "-gpu-7-mig-4g40gb-5-0");
+  EXPECT_NE(agent.log().find("DRA: MIG partition created\" device=gpu-7-mig-4g40gb-5-0 uuid=MIG-"), std::string::npos)
+      << agent.log();
+
+  // The instance is the claim's: after a restart GPU 7 is still partitionable.
+  agent.restart();
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return kgpu::testing::dra_get_info(reg_socket).has_value(); }))
+      << agent.log();
+  ASSERT_TRUE(kgpu::testing::eventually([&] { return pool().size() == 32; }, std::chrono::seconds(10))) << agent.log();
+  auto again = kgpu::testing::dra_prepare(info->endpoint, "v1", {{"default", a, "four"}});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, *r);
+
+  // A placement over the 4g.40gb: NVML refuses; nothing is left behind for that claim.
+  const std::string b = allocate(client, "seven", "gpu-7-mig-7g80gb-0-0");
+  auto refused = kgpu::testing::dra_prepare(info->endpoint, "v1", {{"default", b, "seven"}});
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->at(b).error.find("MIG partition gpu-7-mig-7g80gb-0-0: GPU 7: 7g.80gb at memory slice 0: creating"),
+            std::string::npos)
+      << refused->at(b).error;
+  const std::string checkpoint = kgpu::testing::slurp(n.plugins() + "/gpu.nvidia.com/checkpoint.json");
+  EXPECT_EQ(checkpoint.find(b), std::string::npos) << checkpoint;
+
+  // Unprepare destroys the 4g.40gb: the 7g.80gb can be made now.
+  auto u = kgpu::testing::dra_unprepare(info->endpoint, "v1", {{"default", a, "four"}});
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->at(a), "");
+  auto seven = kgpu::testing::dra_prepare(info->endpoint, "v1", {{"default", b, "seven"}});
+  ASSERT_TRUE(seven);
+  EXPECT_EQ(seven->at(b).error, "") << agent.log();
+  auto u7 = kgpu::testing::dra_unprepare(info->endpoint, "v1", {{"default", b, "seven"}});
+  ASSERT_TRUE(u7);
+  EXPECT_EQ(u7->at(b), "");
 }
 
 // XID health in DRA mode, with the device plugin's rules: a reset-class XID taints the device
