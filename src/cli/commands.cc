@@ -24,6 +24,7 @@
 #include "cli/validate_cmd.h"
 #include "cli/scheduler_cmd.h"
 #include "cli/top_cmd.h"
+#include "sim/mig_eval.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -140,7 +141,56 @@ struct SimOptions {
   std::string pending = "queue";
   double arrival_speedup = 1;
   int pod_copies = 1;
+  bool mig_layouts = false;
 };
+
+int cmd_sim_mig(const SimOptions& o, const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods) {
+  const auto ev = sim::evaluate_mig_layouts(nodes, pods, {o.mode == "time", o.arrival_speedup, o.pod_copies});
+  if (o.output == "json") {
+    nlohmann::json layouts = nlohmann::json::array();
+    for (const auto& l : ev.layouts) {
+      layouts.push_back({{"layout", l.layout},
+                         {"served", l.served},
+                         {"pods", l.pods},
+                         {"slicesUsed", l.slices_used},
+                         {"peakSlices", l.peak_slices}});
+    }
+    fmt::print("{}\n", nlohmann::json{{"mode", o.mode == "time" ? "time" : "instant"},
+                                      {"nodes", ev.nodes},
+                                      {"gpus", ev.gpus},
+                                      {"gpuPods", ev.gpu_pods},
+                                      {"instancesAsked", ev.instances_asked},
+                                      {"layouts", layouts},
+                                      {"planSeconds", ev.plan_seconds},
+                                      {"plannerChoices", ev.planner_choices}}
+                                .dump(2));
+    return 0;
+  }
+  const bool csv = o.output == "csv";
+  if (!csv) {
+    fmt::print("MIG layouts, {} mode: {} H100-80GB nodes, {} GPUs, {} GPU pods asking {} instances\n",
+               ev.time_mode ? "time" : "instant", ev.nodes, ev.gpus, ev.gpu_pods, ev.instances_asked);
+    fmt::print("{:<14} {:>12} {:>9} {:>22} {:>12}\n", "layout", "pods served", "of pods",
+               ev.time_mode ? "compute slices (mean)" : "compute slices used", "peak");
+  } else {
+    fmt::print("layout,served,pods,slices_used,peak_slices\n");
+  }
+  for (const auto& l : ev.layouts) {
+    const double share = l.pods ? 100.0 * static_cast<double>(l.served) / static_cast<double>(l.pods) : 0;
+    if (csv) {
+      fmt::print("{},{},{},{:.4f},{:.4f}\n", l.layout, l.served, l.pods, l.slices_used, l.peak_slices);
+    } else {
+      fmt::print("{:<14} {:>12} {:>8.1f}% {:>21.1f}% {:>11.1f}%\n", l.layout, l.served, share, 100 * l.slices_used,
+                 100 * l.peak_slices);
+    }
+  }
+  if (!csv) {
+    std::string mix;
+    for (const auto& [c, n] : ev.planner_choices) mix += fmt::format("{}{} x{}", mix.empty() ? "" : ", ", c, n);
+    fmt::print("planner: {:.3f} s; chose {}\n", ev.plan_seconds, mix);
+  }
+  return 0;
+}
 
 int cmd_sim(const SimOptions& o) {
   for (const auto& p : o.policies) {
@@ -153,6 +203,7 @@ int cmd_sim(const SimOptions& o) {
   if (!nodes) return report(nodes.error());
   auto pods = sim::load_pods(o.pods);
   if (!pods) return report(pods.error());
+  if (o.mig_layouts) return cmd_sim_mig(o, *nodes, *pods);
   std::vector<sim::RunResult> runs;
   const int total = static_cast<int>(o.policies.size()) * o.seeds;
   int done = 0;
@@ -526,6 +577,10 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   sim_cmd->add_option("--csv", so.csv_path, "Also write every run as CSV to this file");
+  sim_cmd->add_flag("--mig-layouts", so.mig_layouts,
+                    "Compare MIG layouts instead (the planner, all-balanced, all-1g.10gb) on the trace mapped to H100 "
+                    "MIG profiles; --mode fgd: every pod pending at once, --mode time: arrivals and departures "
+                    "(docs/mig.md)");
   sim_cmd->add_option("--svg", so.svg_path, "Write a plot of allocation vs arrived ratio per policy");
 
   auto* doctor_cmd = add_doctor_command(app);

@@ -5,6 +5,7 @@
 
 #include "gpu/mig_config.h"
 #include "gpu/mig_plan.h"
+#include "sim/mig_eval.h"
 
 namespace kgpu::gpu::mig {
 namespace {
@@ -208,3 +209,76 @@ TEST(MigPlan, DemandIsSharedOutNodeByNode) {
 
 }  // namespace
 }  // namespace kgpu::gpu::mig
+
+// The MIG layouts compared on a trace (sim/mig_eval.h, `kgpu sim --mig-layouts`).
+namespace kgpu::sim {
+namespace {
+
+sched::NodeState one_gpu_node(const std::string& name) {
+  sched::NodeState n;
+  n.name = name;
+  n.gpu_free = {sched::kMilli};
+  return n;
+}
+
+sched::Pod gpu_pod(const std::string& name, int num_gpu, int milli, int64_t creation, std::optional<int64_t> deletion) {
+  sched::Pod p;
+  p.name = name;
+  p.num_gpu = num_gpu;
+  p.gpu_milli = milli;
+  p.creation = creation;
+  p.deletion = deletion;
+  return p;
+}
+
+const MigLayoutResult& of(const MigEvaluation& ev, const std::string& layout) {
+  for (const auto& l : ev.layouts)
+    if (l.layout == layout) return l;
+  ADD_FAILURE() << "no layout " << layout;
+  static MigLayoutResult none;
+  return none;
+}
+
+TEST(MigEval, TracePodsBecomeProfiles) {
+  EXPECT_EQ(mig_instances(gpu_pod("a", 1, 100, 0, {})), std::vector<std::string>{"1g.10gb"});
+  EXPECT_EQ(mig_instances(gpu_pod("b", 1, 250, 0, {})), std::vector<std::string>{"2g.20gb"});
+  EXPECT_EQ(mig_instances(gpu_pod("c", 1, 500, 0, {})), std::vector<std::string>{"4g.40gb"});
+  EXPECT_EQ(mig_instances(gpu_pod("d", 2, sched::kMilli, 0, {})), (std::vector<std::string>{"7g.80gb", "7g.80gb"}));
+  EXPECT_TRUE(mig_instances(gpu_pod("e", 0, 0, 0, {})).empty());
+}
+
+TEST(MigEval, ThePlannerServesWhatFixedLayoutsCannot) {
+  // Four 1/7 shares and a whole GPU on two one-GPU nodes, all pending at once.
+  const std::vector<sched::NodeState> nodes = {one_gpu_node("a"), one_gpu_node("b")};
+  std::vector<sched::Pod> pods;
+  for (int i = 0; i < 4; ++i) pods.push_back(gpu_pod("s" + std::to_string(i), 1, 140, i, {}));
+  pods.push_back(gpu_pod("whole", 1, sched::kMilli, 10, {}));
+  const auto ev = evaluate_mig_layouts(nodes, pods, {});
+  EXPECT_EQ(ev.gpu_pods, 5u);
+  EXPECT_EQ(of(ev, "planner").served, 5u);       // one node all-1g, the other one 7g
+  EXPECT_EQ(of(ev, "all-balanced").served, 4u);  // two 1g.10gb a GPU; no 7g.80gb
+  EXPECT_EQ(of(ev, "all-1g.10gb").served, 4u);
+  EXPECT_NEAR(of(ev, "planner").slices_used, (4.0 + 7.0) / 14.0, 1e-9);
+}
+
+TEST(MigEval, TimeModeFreesInstancesWhenPodsLeave) {
+  // Three whole-GPU pods one after the other on one GPU: one at a time fits.
+  const std::vector<sched::NodeState> nodes = {one_gpu_node("a")};
+  const std::vector<sched::Pod> pods = {gpu_pod("p0", 1, sched::kMilli, 0, 10), gpu_pod("p1", 1, sched::kMilli, 10, 20),
+                                        gpu_pod("p2", 1, sched::kMilli, 15, 30)};
+  const auto instant = evaluate_mig_layouts(nodes, pods, {});
+  EXPECT_EQ(of(instant, "planner").served, 1u);
+  const auto timed = evaluate_mig_layouts(nodes, pods, {true, 1, 1});
+  EXPECT_EQ(of(timed, "planner").served, 2u);  // p2 arrives while p1 holds the GPU
+  EXPECT_NEAR(of(timed, "planner").peak_slices, 1.0, 1e-9);
+  EXPECT_NEAR(of(timed, "planner").slices_used, 20.0 / 30.0, 1e-9);
+  // Twice as fast: p1 arrives at 5 while p0 runs until 10, p2 at 7: only p0 is served.
+  const auto fast = evaluate_mig_layouts(nodes, pods, {true, 2, 1});
+  EXPECT_EQ(of(fast, "planner").served, 1u);
+  const auto copies = evaluate_mig_layouts(nodes, pods, {true, 1, 2});
+  EXPECT_EQ(copies.gpu_pods, 6u);
+  EXPECT_EQ(of(copies, "planner").served, 2u);
+}
+
+}  // namespace
+}  // namespace kgpu::sim
