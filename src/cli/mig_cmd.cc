@@ -60,38 +60,6 @@ Result<mig::ConfigFile> load(const Flags& fl, const NodeFacts& f) {
   return mig::parse_config(*text, fl.file);
 }
 
-// "nvidia.com/mig-1g.10gb.me" -> "1g.10gb+me"; "" for other resources.
-std::string mig_profile(const std::string& resource) {
-  const std::string prefix = "nvidia.com/mig-";
-  if (!resource.starts_with(prefix)) return "";
-  std::string p = resource.substr(prefix.size());
-  if (p.ends_with(".me")) p = p.substr(0, p.size() - 3) + "+me";
-  return p;
-}
-
-// The MIG instances a pod asks (one profile per instance), from its containers' limits.
-std::vector<std::string> mig_requests(const nlohmann::json& pod) {
-  std::vector<std::string> out;
-  const auto spec = pod.value("spec", nlohmann::json::object());
-  for (const char* list : {"containers", "initContainers"}) {
-    for (const auto& c : spec.value(list, nlohmann::json::array())) {
-      const auto limits = c.value("resources", nlohmann::json::object()).value("limits", nlohmann::json::object());
-      for (const auto& [r, q] : limits.items()) {
-        const auto p = mig_profile(r);
-        if (p.empty()) continue;
-        const long n = q.is_string() ? std::strtol(q.get<std::string>().c_str(), nullptr, 10) : q.is_number() ? q.get<long>() : 0;
-        for (long k = 0; k < n && k < 64; ++k) out.push_back(p);
-      }
-    }
-  }
-  return out;
-}
-
-std::string label(const nlohmann::json& o, const std::string& key) {
-  const auto l = o.value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
-  return l.contains(key) && l[key].is_string() ? l[key].get<std::string>() : "";
-}
-
 int run_plan(const Flags& fl) {
   kube::LoadOptions lo;
   lo.kubeconfig = fl.kubeconfig;
@@ -122,53 +90,13 @@ int run_plan(const Flags& fl) {
     }
     file = std::move(*parsed);
   }
-  // The MIG-capable nodes, grouped by their GPUs' memory class (the default names differ by class).
-  std::map<std::string, std::vector<mig::PlanNode>> groups;
-  std::map<std::string, std::vector<mig::Offer>> group_offers;
-  std::vector<std::string> pending, skipped;
-  std::map<std::string, std::vector<std::string>> running;
-  for (const auto& p : *pods) {
-    const auto phase = p.value("status", nlohmann::json::object()).value("phase", "");
-    if (phase == "Succeeded" || phase == "Failed") continue;
-    const auto node = p.value("spec", nlohmann::json::object()).value("nodeName", "");
-    auto req = mig_requests(p);
-    auto& into = node.empty() ? pending : running[node];
-    into.insert(into.end(), req.begin(), req.end());
-  }
-  for (const auto& n : *nodes) {
-    const auto name = n["metadata"].value("name", "");
-    if (label(n, "nvidia.com/mig.capable") != "true" && label(n, "nvidia.com/mig.config").empty()) continue;
-    const long count = std::strtol(label(n, "nvidia.com/gpu.count").c_str(), nullptr, 10);
-    const long memory = std::strtol(label(n, "nvidia.com/gpu.memory").c_str(), nullptr, 10);
-    auto offers = mig::offers_for_memory(memory > 0 ? static_cast<uint64_t>(memory) : 0);
-    if (count <= 0 || count > 64 || offers.empty()) {
-      skipped.push_back(fmt::format("{} (nvidia.com/gpu.count={}, nvidia.com/gpu.memory={}: not a known MIG GPU)", name,
-                                    label(n, "nvidia.com/gpu.count"), label(n, "nvidia.com/gpu.memory")));
-      continue;
-    }
-    mig::PlanNode pn;
-    pn.name = name;
-    for (long i = 0; i < count; ++i) pn.gpus.push_back({static_cast<unsigned>(i), 0});
-    pn.offers = offers;
-    if (label(n, "nvidia.com/mig.config.state") == "success") pn.current = label(n, "nvidia.com/mig.config");
-    pn.running = running[name];
-    const std::string key = offers.front().name;
-    group_offers[key] = offers;
-    groups[key].push_back(std::move(pn));
-  }
-  std::vector<mig::NodeChoice> choices;
-  for (auto& [key, members] : groups) {
-    const auto f = file ? *file : mig::default_configs(group_offers[key]);
-    for (auto& m : members) m.offers = group_offers[key];
-    auto c = mig::plan_configs(f, members, pending);
-    for (const auto& x : c) {
-      for (const auto& p : x.served_profiles) {
-        const auto it = std::find(pending.begin(), pending.end(), p);
-        if (it != pending.end()) pending.erase(it);
-      }
-    }
-    choices.insert(choices.end(), c.begin(), c.end());
-  }
+  std::vector<const nlohmann::json*> node_ptrs, pod_ptrs;
+  for (const auto& n : *nodes) node_ptrs.push_back(&n);
+  for (const auto& p : *pods) pod_ptrs.push_back(&p);
+  const mig::ClusterPlan plan = mig::plan_cluster(node_ptrs, pod_ptrs, file ? &*file : nullptr);
+  const auto& choices = plan.choices;
+  const auto& skipped = plan.skipped;
+  const auto& pending = plan.unserved;
   if (fl.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& c : choices) {

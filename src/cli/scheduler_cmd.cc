@@ -65,6 +65,14 @@ CLI::App* add_scheduler_command(CLI::App& app) {
                   "Allocate the DRA ResourceClaims of the pods kgpu places (watches resourceslices, deviceclasses, "
                   "resourceclaims)")
       ->capture_default_str();
+  cmd->add_option_function<int64_t>(
+         "--mig-plan-interval-ms", [&f](int64_t ms) { f.serve.mig_plan_interval = std::chrono::milliseconds(ms); },
+         "MIG planning: every this long the leader labels MIG nodes nvidia.com/mig.config where a config serves "
+         "pending MIG requests without evicting (docs/mig.md); 0: off")
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
+      ->default_str("0");
+  cmd->add_option("--mig-plan-config-file", f.serve.mig_plan_config_file,
+                  "MIG planning: the mig-parted v1 config whose names it chooses (default: NVIDIA's default names)");
   cmd->add_option("--threads", f.serve.threads, "HTTP worker threads (the verbs, /metrics)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

@@ -15,6 +15,7 @@
 // Thread safety: plain functions.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,23 @@ std::vector<Offer> offers_for_memory(uint64_t gpu_memory_mib);
 
 // The compute slices of a profile name ("3g.40gb" -> 3, "1g.10gb+me" -> 1; 0 if not a profile).
 unsigned profile_slices(const std::string& profile);
+
+// The MIG instances a pod asks, one profile per instance, from its containers' (and init
+// containers') `nvidia.com/mig-<profile>` limits ("nvidia.com/mig-1g.10gb.me" -> "1g.10gb+me").
+std::vector<std::string> mig_requests(const nlohmann::json& pod);
+
+// The cluster's plan as `kgpu mig plan` makes it (docs/mig.md): the MIG nodes are those labelled
+// nvidia.com/mig.capable=true or carrying nvidia.com/mig.config; their GPU count and memory class
+// from GFD's nvidia.com/gpu.count and nvidia.com/gpu.memory (others are skipped, named); the
+// current config is the label's when nvidia.com/mig.config.state is success; running requests
+// are those of pods bound to the node, pending those of unbound pods (finished pods count for
+// nothing). `file` null: NVIDIA's default names for each memory class.
+struct ClusterPlan {
+  std::vector<NodeChoice> choices;
+  std::vector<std::string> unserved;  // pending requests no choice serves
+  std::vector<std::string> skipped;   // "<node> (why)"
+};
+ClusterPlan plan_cluster(const std::vector<const nlohmann::json*>& nodes, const std::vector<const nlohmann::json*>& pods,
+                         const ConfigFile* file);
 
 }  // namespace kgpu::gpu::mig

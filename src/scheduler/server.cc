@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "common/files.h"
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -13,6 +14,8 @@
 #include "apiclient/events.h"
 #include "apiclient/informer.h"
 #include "apiclient/leader.h"
+#include "gpu/mig_config.h"
+#include "scheduler/mig_planning.h"
 
 namespace kgpu::scheduler {
 
@@ -94,6 +97,17 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     return 2;
   }
   GpuScheduler& s = **sched;
+  std::optional<gpu::mig::ConfigFile> mig_file;
+  if (o.mig_plan_interval.count() > 0 && !o.mig_plan_config_file.empty()) {
+    auto text = read_file_limited(o.mig_plan_config_file, 1 << 20);
+    auto parsed = text ? gpu::mig::parse_config(*text, o.mig_plan_config_file)
+                       : Result<gpu::mig::ConfigFile>(std::unexpected(text.error()));
+    if (!parsed) {
+      log::error("--mig-plan-config-file: " + parsed.error().message);
+      return 2;
+    }
+    mig_file = std::move(*parsed);
+  }
 
   kube::InformerOptions node_opts;
   node_opts.resource = kube::resources::kNodes;
@@ -176,6 +190,22 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     elector_thread = std::thread([&] { elector->run(stop); });
   }
 
+  // MIG planning: the leader's rounds over the informers' nodes and pods.
+  std::unique_ptr<MigPlanning> mig_planning;
+  std::thread mig_thread;
+  if (o.mig_plan_interval.count() > 0) {
+    mig_planning = std::make_unique<MigPlanning>(**client, &events, std::move(mig_file));
+    mig_thread = std::thread([&] {
+      auto next = std::chrono::steady_clock::now() + o.mig_plan_interval;
+      while (!stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (std::chrono::steady_clock::now() < next) continue;
+        next = std::chrono::steady_clock::now() + o.mig_plan_interval;
+        if (leading && nodes.synced() && pods.synced()) mig_planning->round(nodes.list(), pods.list());
+      }
+    });
+  }
+
   HttpServerOptions http_options;
   http_options.max_body_bytes = kMaxExtenderBody;
   http_options.workers = static_cast<unsigned>(std::max<size_t>(1, o.threads));
@@ -228,6 +258,14 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
         "# HELP kgpu_scheduler_leader Whether this replica leads (1) or stands by (0).\n"
         "# TYPE kgpu_scheduler_leader gauge\nkgpu_scheduler_leader {}\n",
         leading ? 1 : 0);
+    if (mig_planning) {
+      text += fmt::format(
+          "# HELP kgpu_scheduler_mig_labels_total Nodes labelled nvidia.com/mig.config by MIG planning.\n"
+          "# TYPE kgpu_scheduler_mig_labels_total counter\nkgpu_scheduler_mig_labels_total {}\n"
+          "# HELP kgpu_scheduler_mig_label_failures_total MIG planning labels the API refused.\n"
+          "# TYPE kgpu_scheduler_mig_label_failures_total counter\nkgpu_scheduler_mig_label_failures_total {}\n",
+          mig_planning->labelled(), mig_planning->failures());
+    }
     return reply(200, std::move(text), "text/plain; version=0.0.4; charset=utf-8");
   }));
   // What the scheduler holds charged on a node: pod uid (or report/<node>/<uid>) -> GPU uuids.
@@ -262,6 +300,7 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   }
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   http.stop();
+  if (mig_thread.joinable()) mig_thread.join();
   if (elector_thread.joinable()) elector_thread.join();
   for (auto& i : dra) i->stop();
   pods.stop();

@@ -13,7 +13,7 @@
 // silent for `idle_timeout` is closed. A body beyond kMaxExtenderBody is refused (413).
 //
 // Threads: informers (2, and 3 more for DRA), the leader elector (1), the HTTP server (1 + `threads`),
-// the caller's thread waiting for `stop`.
+// the MIG planning round (1, when on), the caller's thread waiting for `stop`.
 #pragma once
 
 #include <atomic>
@@ -47,6 +47,10 @@ struct ServeOptions {
   // Allocate the DRA ResourceClaims of the pods kgpu places: informers on resourceslices,
   // deviceclasses and resourceclaims (resource.k8s.io/v1), part of readiness.
   bool dra_claims = true;
+  // MIG planning (scheduler/mig_planning.h): every this long the leader plans the MIG nodes and
+  // labels them. 0: off. `mig_plan_config_file` empty: NVIDIA's default config names.
+  std::chrono::milliseconds mig_plan_interval{0};
+  std::string mig_plan_config_file;
 };
 
 // Runs until `stop` is set (or SIGINT/SIGTERM when null). Returns the exit status.

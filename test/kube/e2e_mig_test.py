@@ -14,6 +14,7 @@ label nvidia.com/mig.config driving it (docs/mig.md):
 - the agent killed while a change is pending (operands paused): the restarted agent restores them
   and finishes the change;
 - `kgpu mig plan --apply`: pending MIG requests choose the node's layout, which the manager applies.
+- `kgpu scheduler --mig-plan-interval-ms`: pending MIG requests relabel the node without a person.
 
 Usage: e2e_mig_test.py BUILD_DIR
 """
@@ -22,10 +23,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, Process  # noqa: E402
-from kgpu_procs import agent_port, rbac_refusals, run_main, start_agent  # noqa: E402
+from kgpu_procs import agent_port, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -59,8 +61,9 @@ mig-configs:
 def body(check):
     with Cluster() as c:
         r = subprocess.run([HELM, "install", "kgpu", os.path.join(SOURCE, "deploy/helm/kgpu"), "--namespace", "kgpu-system",
-                            "--create-namespace", f"--kubeconfig={c.kubeconfig}"], capture_output=True, text=True,
-                           timeout=180)
+                            "--create-namespace", "--set", "scheduler.enabled=true", "--set", "scheduler.mode=extender",
+                            "--set", "scheduler.replicas=1", "--set", "scheduler.migPlanner.enabled=true",
+                            f"--kubeconfig={c.kubeconfig}"], capture_output=True, text=True, timeout=180)
         check(r.returncode == 0, "helm install", r.stderr)
         c.add_fake_node(NODE, labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.device-plugin": "true",
                                       "nvidia.com/gpu.deploy.dcgm": "true", "nvidia.com/gpu.deploy.client": "true",
@@ -216,7 +219,29 @@ def body(check):
         c.wait_for(lambda: labels().get("nvidia.com/mig.config") == "all-balanced" and state_is("success"), 60,
                    "the planned layout applied by the MIG manager")
         check(export().count('"3g.40gb": 1') == 8, "the node re-laid out as planned")
-        rbac_refusals(check, c, accounts=("kgpu-agent",))
+
+        # --- planning without a person: kgpu scheduler's MIG planning labels the node itself ---------
+        for name in ("want-1g", "want-2g", "want-3g"):
+            c.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}?gracePeriodSeconds=0")
+        for k in range(8):
+            c.create(f"/api/v1/namespaces/{NS}/pods", {
+                "metadata": {"name": f"want-7g-{k}"},
+                "spec": {"containers": [{"name": "cuda", "image": "cuda",
+                                         "resources": {"limits": {"nvidia.com/mig-7g.80gb": "1"}}}]}})
+        start_scheduler(c, build, c.service_account_kubeconfig("kgpu-system", "kgpu-scheduler"),
+                        ["--leader-elect=false", "--mig-plan-interval-ms=300", f"--mig-plan-config-file={config}"])
+        c.wait_for(lambda: labels().get("nvidia.com/mig.config") == "all-7g" and state_is("success"), 60,
+                   "kgpu scheduler's MIG planning labels the node all-7g and the manager applies it")
+        check(export().count('"7g.80gb": 1') == 8, "eight pending 7g.80gb requests re-laid out the node by themselves")
+        planned = [e for e in c.get(f"/apis/events.k8s.io/v1/events")["items"] if e.get("reason") == "MigConfigPlanned"]
+        check(len(planned) == 1 and "nvidia.com/mig.config=all-7g for 8 pending MIG request(s)" in planned[0]["note"],
+              "one MigConfigPlanned Event on the node says why", [e.get("note") for e in planned])
+        time.sleep(1.5)  # several more rounds: the applied config serves the same pods, nothing changes
+        check(labels().get("nvidia.com/mig.config") == "all-7g" and state_is("success") and
+              len([e for e in c.get("/apis/events.k8s.io/v1/events")["items"]
+                   if e.get("reason") == "MigConfigPlanned"]) == 1,
+              "the next rounds leave the node alone")
+        rbac_refusals(check, c, accounts=("kgpu-agent", "kgpu-scheduler"))
 
 
 run_main(body)
