@@ -71,6 +71,17 @@ CLI::App* add_scheduler_command(CLI::App& app) {
          "pending MIG requests without evicting (docs/mig.md); 0: off")
       ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
       ->default_str("0");
+  cmd->add_option_function<int64_t>(
+         "--gang-interval-ms", [&f](int64_t ms) { f.serve.gang_interval = std::chrono::milliseconds(ms); },
+         "Gang admission: how often the leader admits gangs (pods of a PodGroup or Kueue pod group, docs/gangs.md); 0: off")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
+      ->default_str("500");
+  cmd->add_option_function<int64_t>(
+         "--gang-timeout-ms", [&f](int64_t ms) { f.serve.gang_timeout = std::chrono::milliseconds(ms); },
+         "Gang admission: a gang reserved but not placed whole within this long is released (its placed members "
+         "evicted)")
+      ->check(CLI::Range(int64_t{1000}, int64_t{86'400'000}))
+      ->default_str("60000");
   cmd->add_option("--mig-plan-config-file", f.serve.mig_plan_config_file,
                   "MIG planning: the mig-parted v1 config whose names it chooses (default: NVIDIA's default names)");
   cmd->add_option("--threads", f.serve.threads, "HTTP worker threads (the verbs, /metrics)")

@@ -334,7 +334,9 @@ void GpuScheduler::Impl::maybe_refresh() {
   if (dirty) rebuild();
   const auto now = clock.steady_now();
   for (auto it = assumed.begin(); it != assumed.end();) {
-    if (!it->second.bound && now - it->second.at > opt.assume_ttl) {
+    const bool expired =
+        it->second.gang.empty() ? now - it->second.at > opt.assume_ttl : now > it->second.deadline;
+    if (!it->second.bound && expired) {
       const std::string uid = it->first;
       it = assumed.erase(it);
       charge(uid);

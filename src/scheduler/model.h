@@ -74,6 +74,9 @@ struct GpuScheduler::Impl {
     Clock::SteadyTime at{};
     bool bound = false;  // the binding was written: kept until the informer shows the pod
     Clock::SystemTime bound_at{};
+    // A gang reservation (reserve_gang): kept until `deadline` instead of `assume_ttl`.
+    std::string gang;
+    Clock::SteadyTime deadline{};
   };
 
   // What one charge took from one pool, so it can be given back exactly.

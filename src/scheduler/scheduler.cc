@@ -12,6 +12,7 @@
 #include "apiclient/client.h"
 #include "apiclient/events.h"
 #include "framework/k8s_adapter.h"
+#include "scheduler/gang.h"
 #include "scheduler/model.h"
 
 namespace kgpu::scheduler {
@@ -191,6 +192,35 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
       im.metrics.observe_filter("passed", im.clock.steady_now() - started);
       return d;
     }
+    // A gang member goes where its gang's reservation put it, or nowhere yet.
+    if (auto gang = gang_of(args.pod); !gang || *gang) {
+      const std::string key = info.uid.empty() ? info.ns + "/" + info.name : info.uid;
+      const auto a = im.assumed.find(key);
+      std::string why;
+      if (!gang) {
+        why = gang.error().message;
+      } else if (a != im.assumed.end() && !a->second.gang.empty()) {
+        if (std::ranges::find(args.node_names, a->second.node) != args.node_names.end()) {
+          d.node = a->second.node;
+          d.gpus = a->second.uuids;
+          d.result.nodes = {a->second.node};
+          d.message = fmt::format("{}/{} on {} (GPUs {}), as gang {} planned", info.ns, info.name, a->second.node,
+                                  gpu_list(d.gpus), a->second.gang);
+          ++im.st.scheduled;
+          im.metrics.observe_filter("scheduled", im.clock.steady_now() - started);
+          return d;
+        }
+        why = fmt::format("gang {} planned node {} for this pod, and kube-scheduler did not pass it", a->second.gang,
+                          a->second.node);
+      } else {
+        why = fmt::format("waits for its gang {} to be admitted whole", (*gang)->key);
+      }
+      for (const auto& n : args.node_names) d.result.failed[std::string(n)] = why;
+      d.message = fmt::format("0/{} nodes are available: {}", args.node_names.size(), why);
+      ++im.st.unschedulable;
+      im.metrics.observe_filter("unschedulable", im.clock.steady_now() - started);
+      return d;
+    }
     if (!info.uid.empty()) {
       im.assumed.erase(info.uid);
       im.charge(info.uid);
@@ -287,6 +317,104 @@ std::vector<std::pair<std::string, int64_t>> GpuScheduler::prioritize(const Exte
     out.emplace_back(std::string(n), chosen ? kMaxExtenderPriority : 0);
   }
   return out;
+}
+
+GangPlan GpuScheduler::reserve_gang(const std::string& gang, const std::vector<json>& members,
+                                   Clock::SteadyTime deadline) {
+  auto& im = *impl_;
+  GangPlan plan;
+  struct Member {
+    Impl::PodInfo info;
+    std::optional<sched::Pod> spec;
+  };
+  std::vector<Member> ms;
+  for (const auto& m : members) {
+    auto obj = k8s::api::decode_pod(m);
+    if (!obj || obj->invalid) {
+      plan.reason = obj ? *obj->invalid : obj.error().message;
+      plan.never = true;
+      return plan;
+    }
+    Member x;
+    x.info = Impl::pod_info(*obj, &x.spec);
+    if (!x.info.resource.empty()) ms.push_back(std::move(x));
+  }
+  // Largest requests first: the hardest to place decide whether the gang fits.
+  std::stable_sort(ms.begin(), ms.end(), [](const Member& a, const Member& b) { return a.info.units > b.info.units; });
+  std::lock_guard lock(im.mu);
+  im.maybe_refresh();
+  std::vector<std::string> held;
+  const auto undo = [&] {
+    for (const auto& k : held) {
+      im.assumed.erase(k);
+      im.charge(k);
+    }
+  };
+  // Capacity of each pool when empty: a gang asking more than that never fits.
+  std::map<std::string, int64_t> asked;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    auto& m = ms[i];
+    const std::string who = fmt::format("member {} of {} ({}/{})", i + 1, ms.size(), m.info.ns, m.info.name);
+    Impl::Pool* pool = im.pool_for(m.info.resource);
+    std::optional<sched::Pod> sp;
+    if (pool != nullptr) sp = Impl::pod_for_pool(m.spec, *pool, m.info.units);
+    if (pool == nullptr || !pool->framework || !sp) {
+      undo();
+      plan.reason = fmt::format("{}: no node advertises {} to kgpu", who, m.info.resource);
+      plan.never = true;
+      return plan;
+    }
+    asked[m.info.resource] += sp->gpu_request();
+    sp->name = m.info.ns + "/" + m.info.name;
+    sched::Outcome out = pool->framework->schedule(*sp, *pool->cluster, im.rng, nullptr);
+    if (!out.placement) {
+      undo();
+      int64_t capacity = 0;
+      for (const auto& n : pool->cluster->nodes()) capacity += static_cast<int64_t>(n.gpu_free.size()) * sched::kMilli;
+      plan.never = asked[m.info.resource] > capacity;
+      plan.reason = plan.never ? fmt::format("{}: the gang asks {:.2f} GPUs of {} and the cluster has {}", who,
+                                             static_cast<double>(asked[m.info.resource]) / sched::kMilli,
+                                             m.info.resource, capacity / sched::kMilli)
+                               : fmt::format("{}: no node has room for it beside the members placed before it", who);
+      return plan;
+    }
+    const size_t node = out.placement->node;
+    std::vector<int> gpus = out.placement->gpus;
+    pool->framework->unreserve(*sp, *out.placement, *pool->cluster);
+    if (!sp->sharing()) gpus = im.nvlink_choice(*pool, node, std::move(gpus));
+    Impl::Assumed a;
+    a.pod = m.info.ns + "/" + m.info.name;
+    a.node = pool->cluster->node(node).name;
+    a.resource = m.info.resource;
+    for (int g : gpus) a.uuids.push_back(pool->uuids[node][g]);
+    a.units = m.info.units;
+    a.cpu_milli = m.info.cpu_milli;
+    a.memory_mib = m.info.memory_mib;
+    a.containers = m.info.containers;
+    a.at = im.clock.steady_now();
+    a.gang = gang;
+    a.deadline = deadline;
+    const std::string key = m.info.uid.empty() ? a.pod : m.info.uid;
+    plan.nodes[key] = a.node;
+    im.assumed[key] = std::move(a);
+    im.charge(key);
+    held.push_back(key);
+  }
+  plan.reserved = true;
+  return plan;
+}
+
+size_t GpuScheduler::release_gang(const std::string& gang) {
+  auto& im = *impl_;
+  std::lock_guard lock(im.mu);
+  std::vector<std::string> keys;
+  for (const auto& [k, a] : im.assumed)
+    if (a.gang == gang && !a.bound) keys.push_back(k);
+  for (const auto& k : keys) {
+    im.assumed.erase(k);
+    im.charge(k);
+  }
+  return keys.size();
 }
 
 std::string GpuScheduler::bind(const BindingArgs& args) {

@@ -89,6 +89,14 @@ struct PreemptDecision {
   std::map<std::string, Victims> kept;
 };
 
+// What reserve_gang() decided for a gang.
+struct GangPlan {
+  bool reserved = false;
+  std::map<std::string, std::string> nodes;  // member uid -> planned node (GPU members)
+  std::string reason;                        // not reserved: why ("member 3 of 8 (ns/p-3): ...")
+  bool never = false;  // not reserved and it would not fit the whole cluster empty either
+};
+
 struct SchedulerStats {
   uint64_t filters = 0, scheduled = 0, unschedulable = 0, errors = 0, binds = 0, bind_errors = 0, preempts = 0;
   uint64_t rebuilds = 0;
@@ -117,6 +125,16 @@ class GpuScheduler {
   // "" on success, else the error for ExtenderBindingResult.Error.
   std::string bind(const BindingArgs& args);
   PreemptDecision preempt(const PreemptionArgs& args);
+
+  // Gangs (scheduler/gang.h, docs/gangs.md). Plans every GPU member of a gang at once with the
+  // policy on the model as it is (largest requests first), and holds the whole plan until
+  // `deadline` (members bound by then stay charged as bound pods); nothing is held when one member
+  // does not fit. A member with a reservation is filtered to its planned node and bound to its
+  // planned GPUs; a gang member without one fits nowhere ("waits for its gang").
+  GangPlan reserve_gang(const std::string& gang, const std::vector<nlohmann::json>& members,
+                        Clock::SteadyTime deadline);
+  // Drops the reservations of the gang's members not bound yet; returns how many.
+  size_t release_gang(const std::string& gang);
 
   // Prometheus text: kgpu_scheduler_* families (docs/scheduler.md).
   std::string metrics_text();

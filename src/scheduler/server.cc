@@ -15,6 +15,7 @@
 #include "apiclient/informer.h"
 #include "apiclient/leader.h"
 #include "gpu/mig_config.h"
+#include "scheduler/gang_admission.h"
 #include "scheduler/mig_planning.h"
 
 namespace kgpu::scheduler {
@@ -206,6 +207,24 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     });
   }
 
+  // Gang admission: the leader's rounds over the pods informer.
+  std::unique_ptr<GangAdmission> gang_admission;
+  std::thread gang_thread;
+  if (o.gang_interval.count() > 0) {
+    GangAdmissionOptions go;
+    go.timeout = o.gang_timeout;
+    gang_admission = std::make_unique<GangAdmission>(s, **client, &events, go);
+    gang_thread = std::thread([&] {
+      auto next = std::chrono::steady_clock::now() + o.gang_interval;
+      while (!stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (std::chrono::steady_clock::now() < next) continue;
+        next = std::chrono::steady_clock::now() + o.gang_interval;
+        if (leading && nodes.synced() && pods.synced()) gang_admission->round(pods.list());
+      }
+    });
+  }
+
   HttpServerOptions http_options;
   http_options.max_body_bytes = kMaxExtenderBody;
   http_options.workers = static_cast<unsigned>(std::max<size_t>(1, o.threads));
@@ -301,6 +320,7 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   http.stop();
   if (mig_thread.joinable()) mig_thread.join();
+  if (gang_thread.joinable()) gang_thread.join();
   if (elector_thread.joinable()) elector_thread.join();
   for (auto& i : dra) i->stop();
   pods.stop();

@@ -13,7 +13,8 @@
 // silent for `idle_timeout` is closed. A body beyond kMaxExtenderBody is refused (413).
 //
 // Threads: informers (2, and 3 more for DRA), the leader elector (1), the HTTP server (1 + `threads`),
-// the MIG planning round (1, when on), the caller's thread waiting for `stop`.
+// the MIG planning round and the gang admission round (1 each, when on), the caller's thread
+// waiting for `stop`.
 #pragma once
 
 #include <atomic>
@@ -51,6 +52,10 @@ struct ServeOptions {
   // labels them. 0: off. `mig_plan_config_file` empty: NVIDIA's default config names.
   std::chrono::milliseconds mig_plan_interval{0};
   std::string mig_plan_config_file;
+  // Gang admission (scheduler/gang_admission.h): rounds every `gang_interval` on the leader; a
+  // reservation not bound whole within `gang_timeout` is released. 0 interval: off.
+  std::chrono::milliseconds gang_interval{500};
+  std::chrono::milliseconds gang_timeout{60'000};
 };
 
 // Runs until `stop` is set (or SIGINT/SIGTERM when null). Returns the exit status.

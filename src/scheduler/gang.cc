@@ -1,0 +1,126 @@
+#include "scheduler/gang.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <vector>
+
+namespace kgpu::scheduler {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxGang = 100000;
+
+const kube::Resource kNativePodGroups{"scheduling.k8s.io", "v1alpha2", "podgroups", true, "PodGroup"};
+const kube::Resource kCoschedulingPodGroups{"scheduling.x-k8s.io", "v1alpha1", "podgroups", true, "PodGroup"};
+const kube::Resource kVolcanoPodGroups{"scheduling.volcano.sh", "v1beta1", "podgroups", true, "PodGroup"};
+const kube::Resource kKaiPodGroups{"scheduling.run.ai", "v2alpha2", "podgroups", true, "PodGroup"};
+
+std::string string_at(const json& j, std::initializer_list<const char*> path) {
+  const json* p = &j;
+  for (const char* k : path) {
+    if (!p->is_object()) return "";
+    const auto it = p->find(k);
+    if (it == p->end()) return "";
+    p = &*it;
+  }
+  return p->is_string() ? p->get<std::string>() : "";
+}
+
+Result<int64_t> positive(const std::string& text, const std::string& where) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > kMaxGang) {
+    return fail(ErrorCode::kInvalidArgument, "{}: {:?} is not a count from 1 to {}", where, text.substr(0, 64), kMaxGang);
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<std::optional<GangRef>> gang_of(const json& pod) {
+  const std::string ns = string_at(pod, {"metadata", "namespace"});
+  const std::string who = fmt::format("pod {}/{}", ns, string_at(pod, {"metadata", "name"}));
+  struct Marker {
+    const char* source;
+    std::string field, group;
+    kube::Resource podgroup;
+  };
+  const std::vector<Marker> markers = {
+      {"scheduling.k8s.io", "spec.schedulingGroup.podGroupName", string_at(pod, {"spec", "schedulingGroup", "podGroupName"}),
+       kNativePodGroups},
+      {"kueue", "label kueue.x-k8s.io/pod-group-name", string_at(pod, {"metadata", "labels", "kueue.x-k8s.io/pod-group-name"}),
+       {}},
+      {"coscheduling", "label scheduling.x-k8s.io/pod-group",
+       string_at(pod, {"metadata", "labels", "scheduling.x-k8s.io/pod-group"}), kCoschedulingPodGroups},
+      {"volcano", "annotation scheduling.k8s.io/group-name",
+       string_at(pod, {"metadata", "annotations", "scheduling.k8s.io/group-name"}), kVolcanoPodGroups},
+      {"kai", "annotation pod-group-name", string_at(pod, {"metadata", "annotations", "pod-group-name"}), kKaiPodGroups},
+      {"kai", "label pod-group-name", string_at(pod, {"metadata", "labels", "pod-group-name"}), kKaiPodGroups},
+  };
+  const Marker* chosen = nullptr;
+  for (const auto& m : markers) {
+    if (m.group.empty()) continue;
+    if (chosen == nullptr) {
+      chosen = &m;
+    } else if (chosen->group != m.group) {
+      return fail(ErrorCode::kInvalidArgument, "{}: {} names gang {:?} but {} names {:?}", who, chosen->field,
+                  chosen->group, m.field, m.group);
+    }
+  }
+  if (chosen == nullptr) return std::optional<GangRef>();
+  GangRef r;
+  r.ns = ns;
+  r.group = chosen->group;
+  r.key = ns + "/" + chosen->group;
+  r.source = chosen->source;
+  r.podgroup = chosen->podgroup;
+  const std::string kgpu_min = string_at(pod, {"metadata", "annotations", kGangMinCountAnnotation});
+  const std::string kueue_total = string_at(pod, {"metadata", "annotations", "kueue.x-k8s.io/pod-group-total-count"});
+  if (!kgpu_min.empty()) {
+    auto v = positive(kgpu_min, who + ": annotation " + kGangMinCountAnnotation);
+    if (!v) return std::unexpected(v.error());
+    r.min_count = *v;
+  } else if (r.source == "kueue") {
+    if (kueue_total.empty()) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "{}: label kueue.x-k8s.io/pod-group-name without the annotation kueue.x-k8s.io/pod-group-total-count",
+                  who);
+    }
+    auto v = positive(kueue_total, who + ": annotation kueue.x-k8s.io/pod-group-total-count");
+    if (!v) return std::unexpected(v.error());
+    r.min_count = *v;
+  }
+  return std::optional<GangRef>(std::move(r));
+}
+
+Result<int64_t> podgroup_min_count(const GangRef& ref, const json& pg) {
+  const std::string where = fmt::format("{} {}/{}", ref.podgroup.kind.empty() ? "PodGroup" : ref.podgroup.kind, ref.ns,
+                                        ref.group);
+  const json* v = nullptr;
+  std::string field;
+  if (ref.source == "scheduling.k8s.io") {
+    field = "spec.schedulingPolicy.gang.minCount";
+    if (pg.contains("spec") && pg["spec"].contains("schedulingPolicy") && pg["spec"]["schedulingPolicy"].contains("gang"))
+      v = &pg["spec"]["schedulingPolicy"]["gang"]["minCount"];
+  } else {
+    field = "spec.minMember";
+    if (pg.contains("spec") && pg["spec"].contains("minMember")) v = &pg["spec"]["minMember"];
+  }
+  if (v == nullptr || !v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxGang) {
+    return fail(ErrorCode::kInvalidArgument, "{} ({}): {}: want a count from 1 to {}", where,
+                ref.podgroup.group + "/" + ref.podgroup.version, field, kMaxGang);
+  }
+  return v->get<int64_t>();
+}
+
+bool has_gang_gate(const json& pod) {
+  if (!pod.contains("spec") || !pod["spec"].contains("schedulingGates")) return false;
+  for (const auto& g : pod["spec"]["schedulingGates"])
+    if (g.is_object() && g.value("name", "") == kGangGate) return true;
+  return false;
+}
+
+}  // namespace kgpu::scheduler
