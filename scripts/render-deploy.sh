@@ -40,6 +40,7 @@ render node-feature-rule.yaml -- nodefeaturerule.yaml
 render scheduler/second-scheduler.yaml -- scheduler.yaml
 render scheduler/extender-service.yaml --set scheduler.mode=extender -- scheduler.yaml
 # DRA (docs/dra.md): the classes and the agent's extra RBAC, applied where nodes use DRA.
+render scheduler/gang-gate.yaml -- gang-gate.yaml
 render dra/deviceclasses.yaml -- dra-deviceclasses.yaml
 render dra/rbac.yaml -- dra-rbac.yaml
 # The main scheduler's configuration is a file for the control plane, not an object.
@@ -59,7 +60,7 @@ cp "$chart/files/gpu-alerts.rules.yaml" "$out/rules/gpu-alerts.rules.yaml"
 
 files=(daemonset.yaml sharing-config.yaml service.yaml servicemonitor.yaml prometheus-rule.yaml grafana-dashboard.yaml
        node-feature-rule.yaml scheduler/second-scheduler.yaml scheduler/extender-service.yaml
-       scheduler/main-scheduler-extender.yaml grafana-dashboard.json rules/gpu-alerts.rules.yaml
+       scheduler/main-scheduler-extender.yaml scheduler/gang-gate.yaml grafana-dashboard.json rules/gpu-alerts.rules.yaml
        dra/deviceclasses.yaml dra/rbac.yaml)
 if $check; then
   stale=()

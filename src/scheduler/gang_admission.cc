@@ -81,10 +81,12 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
   std::map<std::string, Members> gangs;
   std::set<std::string> present;  // uids of unfinished gang members
   std::set<std::string> invalid;  // uids of unfinished pods whose gang markers are wrong
+  std::set<std::string> listed;
   for (const auto& ref : pods) {
     const json& p = *ref;
-    if (finished(p)) continue;
     const std::string uid = text(p, {"metadata", "uid"});
+    listed.insert(uid);
+    if (finished(p) || evicted_.contains(uid)) continue;
     auto g = gang_of(p);
     if (!g) {
       invalid.insert(uid);
@@ -141,6 +143,7 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
                      {"kind", "Eviction"},
                      {"metadata", {{"name", text(*p, {"metadata", "name"})}, {"namespace", text(*p, {"metadata", "namespace"})}}},
                      {"deleteOptions", {{"preconditions", {{"uid", text(*p, {"metadata", "uid"})}}}}}};
+        evicted_.insert(text(*p, {"metadata", "uid"}));
         auto e = client_.create(kube::resources::kPods, text(*p, {"metadata", "namespace"}), body, "eviction",
                                 text(*p, {"metadata", "name"}));
         if (!e && !e.error().not_found()) {
@@ -153,10 +156,13 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
     }
     ++it;
   }
-  // Gangs to admit, oldest first.
+  // Gangs to admit, oldest first; one released in this round waits for the next (the informer has
+  // to show its evictions first).
+  std::set<std::string> released(out.released.begin(), out.released.end());
+  released.insert(out.timed_out.begin(), out.timed_out.end());
   std::vector<Members*> order;
   for (auto& [key, m] : gangs)
-    if (!gangs_.contains(key)) order.push_back(&m);
+    if (!gangs_.contains(key) && !released.contains(key)) order.push_back(&m);
   std::ranges::stable_sort(order, [](const Members* a, const Members* b) { return a->oldest < b->oldest; });
   for (Members* m : order) {
     const std::string& key = m->ref.key;
@@ -234,6 +240,7 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
     out.reserved.push_back(key);
     log::info("gang reserved", {log::kv("gang", key), log::kv("members", pending.size())});
   }
+  std::erase_if(evicted_, [&](const std::string& uid) { return !listed.contains(uid); });
   // Forget what was told about gangs and pods no longer there.
   for (auto it = said_.begin(); it != said_.end();) {
     if (!gangs.contains(it->first) && !invalid.contains(it->first)) {

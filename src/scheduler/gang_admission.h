@@ -75,6 +75,7 @@ class GangAdmission {
   GangAdmissionOptions opt_;
   std::map<std::string, Reservation> gangs_;
   std::map<std::string, std::string> said_;  // gang (or pod uid for a bad pod) -> the last reason told
+  std::set<std::string> evicted_;  // uids this evicted: no longer members, until the informer drops them
 };
 
 }  // namespace kgpu::scheduler

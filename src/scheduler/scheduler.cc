@@ -350,8 +350,40 @@ GangPlan GpuScheduler::reserve_gang(const std::string& gang, const std::vector<j
       im.charge(k);
     }
   };
-  // Capacity of each pool when empty: a gang asking more than that never fits.
+  // A gang asking more than a pool holds empty, or a member larger than its largest node, never fits.
   std::map<std::string, int64_t> asked;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const auto& m = ms[i];
+    const Impl::Pool* pool = im.pool_for(m.info.resource);
+    if (pool == nullptr || !pool->framework) continue;  // said below
+    const auto sp = Impl::pod_for_pool(m.spec, *pool, m.info.units);
+    if (!sp) continue;
+    asked[m.info.resource] += sp->gpu_request();
+    int64_t capacity = 0, largest = 0;
+    for (const auto& n : pool->cluster->nodes()) {
+      capacity += static_cast<int64_t>(n.gpu_free.size()) * sched::kMilli;
+      largest = std::max<int64_t>(largest, static_cast<int64_t>(n.gpu_free.size()) * sched::kMilli);
+    }
+    const std::string who = fmt::format("member {} of {} ({}/{})", i + 1, ms.size(), m.info.ns, m.info.name);
+    if (sp->gpu_request() > largest) {
+      plan.never = true;
+      plan.reason = fmt::format("{} asks {:.2f} GPUs of {} and the largest node has {}", who,
+                                static_cast<double>(sp->gpu_request()) / sched::kMilli, m.info.resource,
+                                largest / sched::kMilli);
+      return plan;
+    }
+    if (asked[m.info.resource] > capacity) {
+      int64_t total = 0;
+      for (const auto& x : ms) {
+        if (x.info.resource != m.info.resource) continue;
+        if (auto q = Impl::pod_for_pool(x.spec, *pool, x.info.units)) total += q->gpu_request();
+      }
+      plan.never = true;
+      plan.reason = fmt::format("the gang asks {:.2f} GPUs of {} and the cluster has {}",
+                                static_cast<double>(total) / sched::kMilli, m.info.resource, capacity / sched::kMilli);
+      return plan;
+    }
+  }
   for (size_t i = 0; i < ms.size(); ++i) {
     auto& m = ms[i];
     const std::string who = fmt::format("member {} of {} ({}/{})", i + 1, ms.size(), m.info.ns, m.info.name);
@@ -364,18 +396,11 @@ GangPlan GpuScheduler::reserve_gang(const std::string& gang, const std::vector<j
       plan.never = true;
       return plan;
     }
-    asked[m.info.resource] += sp->gpu_request();
     sp->name = m.info.ns + "/" + m.info.name;
     sched::Outcome out = pool->framework->schedule(*sp, *pool->cluster, im.rng, nullptr);
     if (!out.placement) {
       undo();
-      int64_t capacity = 0;
-      for (const auto& n : pool->cluster->nodes()) capacity += static_cast<int64_t>(n.gpu_free.size()) * sched::kMilli;
-      plan.never = asked[m.info.resource] > capacity;
-      plan.reason = plan.never ? fmt::format("{}: the gang asks {:.2f} GPUs of {} and the cluster has {}", who,
-                                             static_cast<double>(asked[m.info.resource]) / sched::kMilli,
-                                             m.info.resource, capacity / sched::kMilli)
-                               : fmt::format("{}: no node has room for it beside the members placed before it", who);
+      plan.reason = fmt::format("{}: no node has room for it beside the members placed before it", who);
       return plan;
     }
     const size_t node = out.placement->node;

@@ -60,6 +60,10 @@ Registry::Registry() {
       res("", "persistentvolumeclaims", "PersistentVolumeClaim", true, true, {"pvc"}),
       res("scheduling.k8s.io", "priorityclasses", "PriorityClass", false, false, {"pc"}),
       res("policy", "poddisruptionbudgets", "PodDisruptionBudget", true, true, {"pdb"}),
+      // Stored and served, not applied: admission policies are kube-apiserver's.
+      res("admissionregistration.k8s.io", "mutatingadmissionpolicies", "MutatingAdmissionPolicy", false, false),
+      res("admissionregistration.k8s.io", "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", false,
+          false),
       ResourceInfo{"autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, true, {"hpa"},
                    {"all"}, {}},
       res("events.k8s.io", "events", "Event", true, false, {"ev"}, {}, {"regarding.kind", "regarding.name",
