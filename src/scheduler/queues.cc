@@ -1,0 +1,409 @@
+#include "scheduler/queues.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "common/yaml_load.h"
+
+namespace kgpu::scheduler::queues {
+
+namespace {
+
+constexpr size_t kMaxQueues = 1000;
+constexpr size_t kMaxQuotas = 64;
+constexpr int64_t kMaxQuota = int64_t{1} << 40;
+
+struct Reader {
+  std::string source;
+  std::string at(const YAML::Node& n, const std::string& field) const {
+    const auto m = n.Mark();
+    return m.line < 0 ? fmt::format("{}: {}", source, field) : fmt::format("{}:{}: {}", source, m.line + 1, field);
+  }
+  template <typename... Args>
+  std::unexpected<Error> bad(const YAML::Node& n, const std::string& field, fmt::format_string<Args...> f,
+                             Args&&... args) const {
+    return std::unexpected(
+        Error{ErrorCode::kInvalidArgument, at(n, field) + ": " + fmt::format(f, std::forward<Args>(args)...)});
+  }
+  Result<std::string> text(const YAML::Node& n, const std::string& field, bool required) const {
+    if (!n) {
+      if (required) return fail(ErrorCode::kInvalidArgument, "{}: {}: required", source, field);
+      return std::string();
+    }
+    if (!n.IsScalar()) return bad(n, field, "want a string");
+    return n.as<std::string>();
+  }
+  Result<int64_t> count(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsScalar()) return bad(n, field, "want a whole number");
+    const std::string s = n.as<std::string>();
+    int64_t v = 0;
+    size_t used = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != s.size()) return bad(n, field, "{:?} is not a whole number", s.substr(0, 32));
+    if (v < 0) return bad(n, field, "{} is negative", v);
+    if (v > kMaxQuota) return bad(n, field, "{} is more than {}", v, kMaxQuota);
+    return v;
+  }
+};
+
+bool dns_label(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (const char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return s.front() != '-' && s.back() != '-';
+}
+
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max() / 4;
+
+const Quota* quota_for(const ClusterQueue& q, const Key& k) {
+  const Quota* any = nullptr;
+  for (const auto& x : q.quotas) {
+    if (x.resource != k.first) continue;
+    if (x.model == k.second) return &x;
+    if (x.model.empty()) any = &x;
+  }
+  return any;
+}
+
+// The quota key a request counts against in queue q: its own model's, else the resource's.
+Key quota_key(const ClusterQueue& q, const Key& k) {
+  const Quota* x = quota_for(q, k);
+  return x ? Key{x->resource, x->model} : k;
+}
+
+struct State {
+  const Config& c;
+  std::map<std::string, Amounts> used;  // queue -> quota key -> used
+
+  int64_t use(const std::string& q, const Key& k) const {
+    const auto it = used.find(q);
+    if (it == used.end()) return 0;
+    const auto j = it->second.find(k);
+    return j == it->second.end() ? 0 : j->second;
+  }
+  // What queue `o` lends of key k now.
+  int64_t lendable(const ClusterQueue& o, const Key& k) const {
+    const Quota* x = quota_for(o, k);
+    if (x == nullptr || !(x->resource == k.first && x->model == k.second)) return 0;
+    const int64_t unused = std::max<int64_t>(0, x->nominal - use(o.name, k));
+    return std::min(unused, x->lending_limit.value_or(kNoLimit));
+  }
+  int64_t pool(const ClusterQueue& q, const Key& k) const {
+    if (q.cohort.empty()) return 0;
+    int64_t p = 0;
+    for (const auto& o : c.queues)
+      if (o.name != q.name && o.cohort == q.cohort) p += lendable(o, k);
+    return p;
+  }
+  // "" when w fits q now, else why not.
+  std::string why_not(const ClusterQueue& q, const Workload& w) const {
+    for (const auto& [raw, amount] : w.request) {
+      const Quota* x = quota_for(q, raw);
+      if (x == nullptr) return fmt::format("queue {} has no quota for {}{}", q.name, raw.first, raw.second.empty() ? "" : " (" + raw.second + ")");
+      const Key k{x->resource, x->model};
+      const int64_t borrow = std::min(x->borrowing_limit.value_or(kNoLimit), pool(q, k));
+      const int64_t limit = x->nominal + borrow;
+      if (use(q.name, k) + amount > limit) {
+        return fmt::format("queue {} uses {} of {} {} (nominal {}, {} to borrow) and {} asks {}", q.name, use(q.name, k),
+                           k.first, k.second.empty() ? "" : "(" + k.second + ")", x->nominal, borrow, w.name, amount);
+      }
+      // What the cohort's queues use together never passes what they hold together.
+      if (!q.cohort.empty()) {
+        int64_t used_all = 0, nominal_all = 0;
+        for (const auto& o : c.queues) {
+          if (o.cohort != q.cohort) continue;
+          used_all += use(o.name, k);
+          if (const Quota* y = quota_for(o, k); y != nullptr && y->resource == k.first && y->model == k.second)
+            nominal_all += y->nominal;
+        }
+        if (used_all + amount > nominal_all) {
+          return fmt::format("cohort {} uses {} of its {} {} and {} asks {}", q.cohort, used_all, nominal_all, k.first,
+                             w.name, amount);
+        }
+      }
+    }
+    return "";
+  }
+  bool within_nominal(const ClusterQueue& q, const Workload& w) const {
+    for (const auto& [raw, amount] : w.request) {
+      const Quota* x = quota_for(q, raw);
+      if (x == nullptr || use(q.name, {x->resource, x->model}) + amount > x->nominal) return false;
+    }
+    return true;
+  }
+  void add(const ClusterQueue& q, const Workload& w, int sign) {
+    for (const auto& [raw, amount] : w.request) used[q.name][quota_key(q, raw)] += sign * amount;
+  }
+  double share(const ClusterQueue& q) const {
+    double s = 0;
+    for (const auto& x : q.quotas) {
+      const int64_t u = use(q.name, {x.resource, x.model});
+      s = std::max(s, x.nominal > 0 ? static_cast<double>(u) / static_cast<double>(x.nominal)
+                                    : (u > 0 ? std::numeric_limits<double>::infinity() : 0.0));
+    }
+    return s / q.weight;
+  }
+  bool borrowing(const ClusterQueue& q) const {
+    for (const auto& x : q.quotas)
+      if (use(q.name, {x.resource, x.model}) > x.nominal) return true;
+    return false;
+  }
+};
+
+bool before(const Workload* a, const Workload* b) {
+  if (a->priority != b->priority) return a->priority > b->priority;
+  if (a->created != b->created) return a->created < b->created;
+  return a->id < b->id;
+}
+
+}  // namespace
+
+const ClusterQueue* Config::find(const std::string& name) const {
+  for (const auto& q : queues)
+    if (q.name == name) return &q;
+  return nullptr;
+}
+
+Result<Config> parse_config(std::string_view text, const std::string& source) {
+  auto root = load_yaml(text, source, YamlLimits{});
+  if (!root) return std::unexpected(root.error());
+  const Reader r{source};
+  Config c;
+  const YAML::Node& doc = *root;
+  if (!doc.IsMap()) return fail(ErrorCode::kInvalidArgument, "{}: want a mapping with version and clusterQueues", source);
+  auto version = r.text(doc["version"], "version", true);
+  if (!version) return std::unexpected(version.error());
+  if (*version != "v1") return r.bad(doc["version"], "version", "{:?}: this reads v1", *version);
+  const YAML::Node qs = doc["clusterQueues"];
+  if (!qs || !qs.IsSequence()) return fail(ErrorCode::kInvalidArgument, "{}: clusterQueues: want a list", source);
+  if (qs.size() > kMaxQueues) return r.bad(qs, "clusterQueues", "{} queues, at most {}", qs.size(), kMaxQueues);
+  std::set<std::string> names;
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const YAML::Node& n = qs[i];
+    const std::string f = fmt::format("clusterQueues[{}]", i);
+    if (!n.IsMap()) return r.bad(n, f, "want a mapping");
+    ClusterQueue q;
+    q.line = n.Mark().line + 1;
+    auto name = r.text(n["name"], f + ".name", true);
+    if (!name) return std::unexpected(name.error());
+    if (!dns_label(*name)) return r.bad(n["name"], f + ".name", "{:?} is not a DNS label", name->substr(0, 80));
+    if (!names.insert(*name).second) return r.bad(n["name"], f + ".name", "queue {} is named twice", *name);
+    q.name = *name;
+    auto cohort = r.text(n["cohort"], f + ".cohort", false);
+    if (!cohort) return std::unexpected(cohort.error());
+    if (!cohort->empty() && !dns_label(*cohort))
+      return r.bad(n["cohort"], f + ".cohort", "{:?} is not a DNS label", cohort->substr(0, 80));
+    q.cohort = *cohort;
+    if (const YAML::Node ns = n["namespaces"]) {
+      if (!ns.IsSequence()) return r.bad(ns, f + ".namespaces", "want a list");
+      for (size_t k = 0; k < ns.size(); ++k) {
+        auto v = r.text(ns[k], fmt::format("{}.namespaces[{}]", f, k), true);
+        if (!v) return std::unexpected(v.error());
+        q.namespaces.push_back(*v);
+      }
+    }
+    if (const YAML::Node w = n["weight"]) {
+      double v = 0;
+      try {
+        v = w.as<double>();
+      } catch (const YAML::Exception&) {
+        v = -1;
+      }
+      if (!(v > 0) || !std::isfinite(v) || v > 1e6) return r.bad(w, f + ".weight", "want a number above 0");
+      q.weight = v;
+    }
+    auto reclaim = r.text(n["reclaimWithinCohort"], f + ".reclaimWithinCohort", false);
+    if (!reclaim) return std::unexpected(reclaim.error());
+    if (reclaim->empty() || *reclaim == "Any") {
+      q.reclaim = Reclaim::kAny;
+    } else if (*reclaim == "LowerPriority") {
+      q.reclaim = Reclaim::kLowerPriority;
+    } else if (*reclaim == "Never") {
+      q.reclaim = Reclaim::kNever;
+    } else {
+      return r.bad(n["reclaimWithinCohort"], f + ".reclaimWithinCohort", "{:?}: want Any, LowerPriority or Never",
+                   reclaim->substr(0, 40));
+    }
+    const YAML::Node quotas = n["quotas"];
+    if (!quotas || !quotas.IsSequence() || quotas.size() == 0) return r.bad(n, f + ".quotas", "want a non-empty list");
+    if (quotas.size() > kMaxQuotas) return r.bad(quotas, f + ".quotas", "{} quotas, at most {}", quotas.size(), kMaxQuotas);
+    for (size_t k = 0; k < quotas.size(); ++k) {
+      const YAML::Node& e = quotas[k];
+      const std::string g = fmt::format("{}.quotas[{}]", f, k);
+      if (!e.IsMap()) return r.bad(e, g, "want a mapping");
+      Quota x;
+      auto res = r.text(e["resource"], g + ".resource", true);
+      if (!res) return std::unexpected(res.error());
+      auto model = r.text(e["model"], g + ".model", false);
+      if (!model) return std::unexpected(model.error());
+      x.resource = *res;
+      x.model = *model;
+      if (!e["nominalQuota"]) return r.bad(e, g + ".nominalQuota", "required");
+      auto nominal = r.count(e["nominalQuota"], g + ".nominalQuota");
+      if (!nominal) return std::unexpected(nominal.error());
+      x.nominal = *nominal;
+      for (const auto& [key, into] : {std::pair{"borrowingLimit", &x.borrowing_limit}, {"lendingLimit", &x.lending_limit}}) {
+        if (!e[key]) continue;
+        auto v = r.count(e[key], g + "." + key);
+        if (!v) return std::unexpected(v.error());
+        *into = *v;
+      }
+      if (x.lending_limit && *x.lending_limit > x.nominal)
+        return r.bad(e["lendingLimit"], g + ".lendingLimit", "{} is more than the nominal quota {}", *x.lending_limit, x.nominal);
+      for (const auto& y : q.quotas)
+        if (y.resource == x.resource && y.model == x.model)
+          return r.bad(e, g, "{} {} has a quota twice in queue {}", x.resource, x.model, q.name);
+      q.quotas.push_back(std::move(x));
+    }
+    c.queues.push_back(std::move(q));
+  }
+  for (const auto& q : c.queues)
+    if (!q.cohort.empty() && names.contains(q.cohort))
+      return fail(ErrorCode::kInvalidArgument, "{}:{}: clusterQueues: cohort {} of queue {} is also a queue's name (a cycle)",
+                  source, q.line, q.cohort, q.name);
+  if (const YAML::Node lqs = doc["localQueues"]) {
+    if (!lqs.IsSequence()) return r.bad(lqs, "localQueues", "want a list");
+    if (lqs.size() > kMaxQueues * 10) return r.bad(lqs, "localQueues", "{} local queues, at most {}", lqs.size(), kMaxQueues * 10);
+    for (size_t i = 0; i < lqs.size(); ++i) {
+      const YAML::Node& n = lqs[i];
+      const std::string f = fmt::format("localQueues[{}]", i);
+      if (!n.IsMap()) return r.bad(n, f, "want a mapping");
+      LocalQueue l;
+      auto ns = r.text(n["namespace"], f + ".namespace", true);
+      auto name = r.text(n["name"], f + ".name", true);
+      auto cq = r.text(n["clusterQueue"], f + ".clusterQueue", true);
+      for (const auto* x : {&ns, &name, &cq})
+        if (!*x) return std::unexpected(x->error());
+      if (!names.contains(*cq)) return r.bad(n["clusterQueue"], f + ".clusterQueue", "no cluster queue {:?}", cq->substr(0, 80));
+      l.ns = *ns;
+      l.name = *name;
+      l.cluster_queue = *cq;
+      c.local_queues.push_back(std::move(l));
+    }
+  }
+  return c;
+}
+
+std::string queue_for(const Config& c, const std::string& ns, const std::string& local_queue) {
+  if (!local_queue.empty()) {
+    for (const auto& l : c.local_queues)
+      if (l.ns == ns && l.name == local_queue) return l.cluster_queue;
+  }
+  for (const auto& q : c.queues)
+    if (std::ranges::find(q.namespaces, ns) != q.namespaces.end()) return q.name;
+  return "";
+}
+
+std::map<std::string, QueueUsage> usage(const Config& c, const std::vector<Workload>& workloads) {
+  std::map<std::string, QueueUsage> out;
+  for (const auto& q : c.queues) out[q.name];
+  for (const auto& w : workloads) {
+    const ClusterQueue* q = c.find(w.queue);
+    if (q == nullptr) continue;
+    auto& u = out[q->name];
+    for (const auto& [raw, amount] : w.request) (w.admitted ? u.used : u.pending)[quota_key(*q, raw)] += amount;
+    ++(w.admitted ? u.admitted : u.waiting);
+  }
+  for (const auto& q : c.queues) {
+    auto& u = out[q.name];
+    for (const auto& x : q.quotas) {
+      const Key k{x.resource, x.model};
+      const auto it = u.used.find(k);
+      if (it != u.used.end() && it->second > x.nominal) u.borrowed[k] = it->second - x.nominal;
+    }
+  }
+  return out;
+}
+
+Decision admit(const Config& c, const std::vector<Workload>& workloads) {
+  Decision d;
+  State st{c, {}};
+  std::map<std::string, std::vector<const Workload*>> pending;
+  std::vector<const Workload*> admitted;
+  for (const auto& w : workloads) {
+    const ClusterQueue* q = c.find(w.queue);
+    if (q == nullptr) {
+      if (!w.admitted) d.waiting[w.id] = fmt::format("{}: no cluster queue {:?}", w.name, w.queue);
+      continue;
+    }
+    if (w.admitted) {
+      st.add(*q, w, +1);
+      admitted.push_back(&w);
+    } else {
+      pending[q->name].push_back(&w);
+    }
+  }
+  for (auto& [name, list] : pending) std::ranges::sort(list, before);
+  std::set<std::string> victims_taken;
+  std::map<std::string, size_t> next;  // queue -> index of its head
+  for (;;) {
+    // The head of the queue with the lowest weighted dominant share.
+    const ClusterQueue* pick = nullptr;
+    double best = 0;
+    for (const auto& [name, list] : pending) {
+      if (next[name] >= list.size()) continue;
+      const ClusterQueue* q = c.find(name);
+      const double s = st.share(*q);
+      if (pick == nullptr || s < best || (s == best && before(list[next[name]], pending[pick->name][next[pick->name]]))) {
+        pick = q;
+        best = s;
+      }
+    }
+    if (pick == nullptr) break;
+    const Workload& w = *pending[pick->name][next[pick->name]++];
+    std::string why = st.why_not(*pick, w);
+    if (why.empty()) {
+      st.add(*pick, w, +1);
+      d.admit.push_back(w.id);
+      continue;
+    }
+    if (pick->reclaim != Reclaim::kNever && !pick->cohort.empty() && st.within_nominal(*pick, w)) {
+      // Victims: admitted workloads of borrowing queues of the cohort, lowest priority, newest first.
+      std::vector<const Workload*> candidates;
+      for (const Workload* v : admitted) {
+        if (victims_taken.contains(v->id) || v->queue == pick->name) continue;
+        const ClusterQueue* vq = c.find(v->queue);
+        if (vq == nullptr || vq->cohort != pick->cohort || !st.borrowing(*vq)) continue;
+        if (pick->reclaim == Reclaim::kLowerPriority && v->priority >= w.priority) continue;
+        candidates.push_back(v);
+      }
+      std::ranges::sort(candidates, [](const Workload* a, const Workload* b) {
+        if (a->priority != b->priority) return a->priority < b->priority;
+        return a->created > b->created;
+      });
+      std::vector<const Workload*> chosen;
+      State trial = st;
+      for (const Workload* v : candidates) {
+        if (trial.why_not(*pick, w).empty()) break;
+        const ClusterQueue* vq = c.find(v->queue);
+        if (!trial.borrowing(*vq)) continue;  // it has given back what it borrowed
+        trial.add(*vq, *v, -1);
+        chosen.push_back(v);
+      }
+      if (!chosen.empty() && trial.why_not(*pick, w).empty()) {
+        st.used = std::move(trial.used);
+        st.add(*pick, w, +1);  // held for it while the victims leave
+        for (const Workload* v : chosen) {
+          victims_taken.insert(v->id);
+          d.evict[w.id].push_back(v->id);
+        }
+        d.waiting[w.id] = fmt::format("{}: reclaiming {} workload(s) that borrow in cohort {}", w.name, chosen.size(),
+                                      pick->cohort);
+        continue;
+      }
+    }
+    d.waiting[w.id] = why;
+  }
+  return d;
+}
+
+}  // namespace kgpu::scheduler::queues
