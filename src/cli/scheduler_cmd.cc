@@ -82,6 +82,9 @@ CLI::App* add_scheduler_command(CLI::App& app) {
          "evicted)")
       ->check(CLI::Range(int64_t{1000}, int64_t{86'400'000}))
       ->default_str("60000");
+  cmd->add_option("--queue-config", f.serve.queue_config,
+                  "Quota queues: the ConfigMap [NAMESPACE/]NAME whose queues.yaml defines them (docs/queues.md); "
+                  "empty: off (runs with gang admission)");
   cmd->add_option("--mig-plan-config-file", f.serve.mig_plan_config_file,
                   "MIG planning: the mig-parted v1 config whose names it chooses (default: NVIDIA's default names)");
   cmd->add_option("--threads", f.serve.threads, "HTTP worker threads (the verbs, /metrics)")

@@ -116,11 +116,21 @@ Result<int64_t> podgroup_min_count(const GangRef& ref, const json& pg) {
   return v->get<int64_t>();
 }
 
-bool has_gang_gate(const json& pod) {
+bool has_gang_gate(const json& pod, const char* gate) {
   if (!pod.contains("spec") || !pod["spec"].contains("schedulingGates")) return false;
   for (const auto& g : pod["spec"]["schedulingGates"])
-    if (g.is_object() && g.value("name", "") == kGangGate) return true;
+    if (g.is_object() && g.value("name", "") == gate) return true;
   return false;
+}
+
+kube::ApiResult<json> remove_scheduling_gate(kube::Client& client, const json& pod, const char* gate) {
+  json gates = json::array();
+  for (const auto& g : pod["spec"]["schedulingGates"])
+    if (g.value("name", "") != gate) gates.push_back(g);
+  return client.patch(kube::resources::kPods, string_at(pod, {"metadata", "namespace"}),
+                      string_at(pod, {"metadata", "name"}), kube::PatchType::kJson,
+                      json::array({{{"op", "test"}, {"path", "/spec/schedulingGates"}, {"value", pod["spec"]["schedulingGates"]}},
+                                   {{"op", "replace"}, {"path", "/spec/schedulingGates"}, {"value", gates}}}));
 }
 
 }  // namespace kgpu::scheduler

@@ -53,7 +53,11 @@ Result<std::optional<GangRef>> gang_of(const nlohmann::json& pod);
 // The minimum from a PodGroup object of `ref.podgroup`'s kind; an error names the object and field.
 Result<int64_t> podgroup_min_count(const GangRef& ref, const nlohmann::json& podgroup);
 
-// Whether the pod carries kgpu's gang gate.
-bool has_gang_gate(const nlohmann::json& pod);
+// Whether the pod carries the scheduling gate `gate` (default: kgpu's gang gate).
+bool has_gang_gate(const nlohmann::json& pod, const char* gate = kGangGate);
+
+// Removes scheduling gate `gate` from the pod (a JSON patch that fails when the gates changed
+// since `pod` was read; other gates stay).
+kube::ApiResult<nlohmann::json> remove_scheduling_gate(kube::Client& client, const nlohmann::json& pod, const char* gate);
 
 }  // namespace kgpu::scheduler

@@ -9,6 +9,7 @@
 #include "apiclient/events.h"
 #include "common/log.h"
 #include "scheduler/gang.h"
+#include "scheduler/queues.h"
 
 namespace kgpu::scheduler {
 
@@ -54,15 +55,7 @@ void GangAdmission::event(const json& pod, bool warning, const std::string& reas
 bool GangAdmission::admit(const json& pod) {
   const std::string ns = text(pod, {"metadata", "namespace"}), name = text(pod, {"metadata", "name"});
   kube::ApiResult<json> r = [&] {
-    if (has_gang_gate(pod)) {
-      json gates = json::array();
-      for (const auto& g : pod["spec"]["schedulingGates"])
-        if (g.value("name", "") != kGangGate) gates.push_back(g);
-      // The test makes a concurrent change of the gates fail the patch instead of being lost.
-      return client_.patch(kube::resources::kPods, ns, name, kube::PatchType::kJson,
-                           json::array({{{"op", "test"}, {"path", "/spec/schedulingGates"}, {"value", pod["spec"]["schedulingGates"]}},
-                                        {{"op", "replace"}, {"path", "/spec/schedulingGates"}, {"value", gates}}}));
-    }
+    if (has_gang_gate(pod)) return remove_scheduling_gate(client_, pod, kGangGate);
     const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(opt_.clock->system_now().time_since_epoch());
     return client_.patch(kube::resources::kPods, ns, name, kube::PatchType::kMerge,
                          {{"metadata", {{"annotations", {{kGangReservationAnnotation, std::to_string(now.count())}}}}}});
@@ -182,6 +175,11 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
       said_[key] = why;
       for (const json* p : pending) event(*p, warning, reason, why);
     };
+    // A gang in a quota queue is planned once the queue admitted it (queue_admission.h).
+    if (std::ranges::any_of(pending, [](const json* p) { return has_gang_gate(*p, queues::kQueueGate); })) {
+      out.waiting[key] = "waits for its queue to admit it";
+      continue;
+    }
     std::optional<int64_t> min = m->ref.min_count;
     if (!min) {
       if (m->ref.podgroup.plural.empty()) {

@@ -17,6 +17,7 @@
 #include "gpu/mig_config.h"
 #include "scheduler/gang_admission.h"
 #include "scheduler/mig_planning.h"
+#include "scheduler/queue_admission.h"
 
 namespace kgpu::scheduler {
 
@@ -207,9 +208,18 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     });
   }
 
-  // Gang admission: the leader's rounds over the pods informer.
+  // Queue and gang admission: the leader's rounds over the pods informer (queues first: a gang in
+  // a queue is planned once its queue admitted it).
   std::unique_ptr<GangAdmission> gang_admission;
+  std::unique_ptr<QueueAdmission> queue_admission;
   std::thread gang_thread;
+  if (!o.queue_config.empty()) {
+    QueueAdmissionOptions qo;
+    const auto slash = o.queue_config.find('/');
+    qo.config_namespace = slash == std::string::npos ? o.lease_namespace : o.queue_config.substr(0, slash);
+    qo.config_name = slash == std::string::npos ? o.queue_config : o.queue_config.substr(slash + 1);
+    queue_admission = std::make_unique<QueueAdmission>(**client, &events, qo);
+  }
   if (o.gang_interval.count() > 0) {
     GangAdmissionOptions go;
     go.timeout = o.gang_timeout;
@@ -220,7 +230,9 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         if (std::chrono::steady_clock::now() < next) continue;
         next = std::chrono::steady_clock::now() + o.gang_interval;
-        if (leading && nodes.synced() && pods.synced()) gang_admission->round(pods.list());
+        if (!leading || !nodes.synced() || !pods.synced()) continue;
+        if (queue_admission) queue_admission->round(pods.list());
+        gang_admission->round(pods.list());
       }
     });
   }
@@ -277,6 +289,7 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
         "# HELP kgpu_scheduler_leader Whether this replica leads (1) or stands by (0).\n"
         "# TYPE kgpu_scheduler_leader gauge\nkgpu_scheduler_leader {}\n",
         leading ? 1 : 0);
+    if (queue_admission) text += queue_admission->metrics_text();
     if (mig_planning) {
       text += fmt::format(
           "# HELP kgpu_scheduler_mig_labels_total Nodes labelled nvidia.com/mig.config by MIG planning.\n"

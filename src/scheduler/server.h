@@ -56,6 +56,9 @@ struct ServeOptions {
   // reservation not bound whole within `gang_timeout` is released. 0 interval: off.
   std::chrono::milliseconds gang_interval{500};
   std::chrono::milliseconds gang_timeout{60'000};
+  // Quota queues (scheduler/queue_admission.h): the ConfigMap "<namespace>/<name>" holding
+  // queues.yaml; empty: off. Rounds run with the gang rounds, before them.
+  std::string queue_config;
 };
 
 // Runs until `stop` is set (or SIGINT/SIGTERM when null). Returns the exit status.

@@ -13,7 +13,10 @@ kwok nodes of 8 fake H100s:
 - conflicting markers: GangInvalid naming the pod and both fields;
 - a scheduler-plugins PodGroup (its CRD, minMember 2);
 - a gang kube-scheduler cannot finish (two members on one node with one host port): the
-  reservation times out, the placed member is evicted, nothing is left half-placed.
+  reservation times out, the placed member is evicted, nothing is left half-placed;
+- quota queues (docs/queues.md; `helm upgrade` with scheduler.queues): team-a borrows team-b's
+  idle quota, team-b's own work reclaims it (team-a's newest workload, a gang, evicted whole), a
+  queue config that does not parse keeps the last good one, and the queue metrics say so.
 
 Usage: e2e_gang_test.py BUILD_DIR
 """
@@ -22,6 +25,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
@@ -184,6 +188,103 @@ def body(check):
         left = [f"ports-{i}" for i in range(2) if pod(f"ports-{i}")]
         check(len(left) == 1 and not bound(left[0]), "nothing of the gang is left placed: the other member waits unbound",
               left)
+        for n in left:
+            delete(n)
+
+        # --- quota queues ----------------------------------------------------------------------------
+        queues_yaml = """version: v1
+clusterQueues:
+  - name: team-a
+    cohort: lab
+    namespaces: [qa]
+    quotas: [{resource: nvidia.com/gpu, nominalQuota: 8}]
+  - name: team-b
+    cohort: lab
+    namespaces: [qb]
+    quotas: [{resource: nvidia.com/gpu, nominalQuota: 8}]
+"""
+        values = c.path("queues-values.yaml")
+        with open(values, "w") as f:
+            f.write("scheduler:\n  enabled: true\n  mode: extender\n  replicas: 1\n  queues:\n    enabled: true\n"
+                    "    config: |\n" + "".join("      " + line + "\n" for line in queues_yaml.splitlines()))
+        r = subprocess.run([HELM, "upgrade", "kgpu", os.path.join(SOURCE, "deploy/helm/kgpu"), "--namespace", "kgpu-system",
+                            "-f", values, f"--kubeconfig={c.kubeconfig}"], capture_output=True, text=True, timeout=180)
+        check(r.returncode == 0, "helm upgrade with scheduler.queues: the ConfigMap, its Role and the queue gate policy",
+              r.stderr)
+        c.procs.pop("kgpu-scheduler").stop()
+        url = start_scheduler(c, build, c.service_account_kubeconfig("kgpu-system", "kgpu-scheduler"),
+                              ["--leader-elect=false", "--serialize-admission=false", "--gang-interval-ms=200",
+                               "--gang-timeout-ms=10000", "--queue-config=kgpu-system/kgpu-scheduler-queues"],
+                              name="kgpu-scheduler-queues")
+        c.procs.pop("kube-scheduler").stop()
+        c.start_scheduler(shipped_scheduler_config("main-scheduler-extender.yaml"), url)
+        for team in ("qa", "qb"):
+            c.create("/api/v1/namespaces", {"metadata": {"name": team, "labels": {"kgpu.io/queues": "enabled"}}})
+            c.wait_for(lambda: c.get(f"/api/v1/namespaces/{team}/serviceaccounts")["items"], 30, "a ServiceAccount")
+
+        def qpod(ns, name, gpus, labels=None, annotations=None):
+            return c.create(f"/api/v1/namespaces/{ns}/pods", {
+                "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+                "spec": {"containers": [{"name": "cuda", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}})
+
+        def qget(ns, name):
+            try:
+                return c.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+            except Exception:  # noqa: BLE001 - gone
+                return None
+
+        def qbound(ns, name):
+            p = qget(ns, name)
+            return bool(p and p["spec"].get("nodeName"))
+
+        def queue_gate_active():
+            probe = c.request("POST", "/api/v1/namespaces/qa/pods?dryRun=All",
+                              {"metadata": {"name": "probe"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+            return any(g["name"] == "kgpu.io/queue" for g in probe["spec"].get("schedulingGates", []))
+        c.wait_for(queue_gate_active, 30, "the queue gate policy active")
+        # team-a: 8 GPUs of its own, then a gang of 2 x 4 borrowing team-b's idle quota.
+        qpod("qa", "a-own", 8)
+        created = qget("qa", "a-own")
+        check(any(g["name"] == "kgpu.io/queue" for g in created["spec"].get("schedulingGates", [])),
+              "a pod of a queue's namespace is gated by kgpu.io/queue at creation")
+        c.wait_for(lambda: qbound("qa", "a-own"), 60, "team-a's own 8 GPUs admitted and placed")
+        time.sleep(1.1)  # creation times have whole seconds: the gang is the newer workload
+        for i in range(2):
+            qpod("qa", f"a-borrow-{i}", 4, {"kueue.x-k8s.io/pod-group-name": "borrow"},
+                 {"kueue.x-k8s.io/pod-group-total-count": "2"})
+        c.wait_for(lambda: all(qbound("qa", f"a-borrow-{i}") for i in range(2)), 60,
+                   "team-a's gang admitted on borrowed quota and placed whole")
+
+        def metric(name, queue):
+            for line in urllib.request.urlopen(url + "/metrics", timeout=10).read().decode().splitlines():
+                if line.startswith(f'{name}{{queue="{queue}"'):
+                    return float(line.rsplit(" ", 1)[1])
+            return None
+        c.wait_for(lambda: metric("kgpu_queue_borrowed", "team-a") == 8, 10, "team-a borrowing 8 GPUs in the metrics")
+        check(metric("kgpu_queue_used", "team-a") == 16, "kgpu_queue_used: team-a uses 16, 8 of them borrowed")
+        # team-b's own work reclaims its quota: team-a's gang goes whole.
+        qpod("qb", "b-own", 8)
+        ev = c.wait_for(lambda: [e for e in c.get("/apis/events.k8s.io/v1/namespaces/qa/events")["items"]
+                                 if e.get("reason") == "QueueReclaimed"], 30, "QueueReclaimed Events")
+        check(len(ev) == 2 and all("gang qa/borrow borrows in its cohort and is evicted so that queue team-b" in e["note"]
+                                   for e in ev), "the borrowing gang is evicted whole for team-b", [e["note"] for e in ev])
+        c.wait_for(lambda: qbound("qb", "b-own"), 60, "team-b's pod admitted and placed once the borrowers left")
+        check(qbound("qa", "a-own"), "team-a's own pod within its nominal quota keeps running")
+        # A config that does not parse keeps the last good one.
+        c.patch("/api/v1/namespaces/kgpu-system/configmaps/kgpu-scheduler-queues",
+                {"data": {"queues.yaml": queues_yaml.replace("nominalQuota: 8}]\n  - name: team-b", "nominalQuota: -1}]\n  - name: team-b")}})
+        ev = c.wait_for(lambda: [e for e in c.get("/apis/events.k8s.io/v1/namespaces/kgpu-system/events")["items"]
+                                 if e.get("reason") == "QueueConfigInvalid"], 30, "QueueConfigInvalid")
+        check("nominalQuota: -1 is negative; the last good config stays" in ev[0]["note"] and
+              ev[0]["note"].startswith("ConfigMap kgpu-system/kgpu-scheduler-queues queues.yaml:6: "
+                                         "clusterQueues[0].quotas[0].nominalQuota"),
+              "a bad queue config is refused with its line and field, the last good one stays", ev[0]["note"])
+        c.wait_for(lambda: metric("kgpu_queue_config_ok", "") is None and "kgpu_queue_config_ok 0" in
+                   urllib.request.urlopen(url + "/metrics", timeout=10).read().decode(), 10, "kgpu_queue_config_ok 0")
+        qpod("qa", "a-more", 4)
+        c.wait_for(lambda: any("queue team-a" in e.get("note", "") for e in
+                               c.get("/apis/events.k8s.io/v1/namespaces/qa/events")["items"]
+                               if e.get("reason") == "QueueWaiting"), 30, "team-a's next pod waiting under the old config")
         rbac_refusals(check, c)
 
 

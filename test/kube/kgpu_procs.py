@@ -146,10 +146,10 @@ def start_prometheus(cluster, targets):
     return url
 
 
-def start_scheduler(cluster, build, kubeconfig, extra=()):
+def start_scheduler(cluster, build, kubeconfig, extra=(), name="kgpu-scheduler"):
     """`kgpu scheduler` on 127.0.0.1 (a free port) with API access through `kubeconfig`; returns
-    its URL once it listens."""
-    name = "kgpu-scheduler"
+    its URL once it listens. A second one (after the first stopped) needs another `name`: the port
+    is read from the process's own log."""
     argv = [os.path.join(build, "kgpu"), "scheduler", f"--kubeconfig={kubeconfig}", "--address=127.0.0.1:0",
             *extra]
     cluster.procs[name] = Process(name, argv, cluster.log(name))

@@ -1,0 +1,274 @@
+#include "scheduler/queue_admission.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "apiclient/client.h"
+#include "apiclient/events.h"
+#include "common/log.h"
+#include "k8s/quantity.h"
+#include "scheduler/gang.h"
+
+namespace kgpu::scheduler {
+
+namespace {
+
+using nlohmann::json;
+
+std::string text(const json& j, std::initializer_list<const char*> path) {
+  const json* p = &j;
+  for (const char* k : path) {
+    if (!p->is_object()) return "";
+    const auto it = p->find(k);
+    if (it == p->end()) return "";
+    p = &*it;
+  }
+  return p->is_string() ? p->get<std::string>() : "";
+}
+
+bool finished(const json& pod) {
+  const std::string phase = text(pod, {"status", "phase"});
+  return phase == "Succeeded" || phase == "Failed" || !text(pod, {"metadata", "deletionTimestamp"}).empty();
+}
+
+// The pod's requests of the resources `config` has quotas for, by (resource, model).
+queues::Amounts requests_of(const queues::Config& config, const json& pod) {
+  std::set<std::string> resources;
+  for (const auto& q : config.queues)
+    for (const auto& x : q.quotas) resources.insert(x.resource);
+  const std::string model = text(pod, {"spec", "nodeSelector", "nvidia.com/gpu.product"});
+  queues::Amounts out;
+  if (!pod.contains("spec") || !pod["spec"].contains("containers")) return out;
+  for (const auto& c : pod["spec"]["containers"]) {
+    if (!c.is_object() || !c.contains("resources")) continue;
+    const json& res = c["resources"];
+    for (const char* part : {"limits", "requests"}) {
+      if (!res.contains(part) || !res[part].is_object()) continue;
+      for (const auto& [name, v] : res[part].items()) {
+        if (!resources.contains(name)) continue;
+        auto q = v.is_string() ? k8s::Quantity::parse(v.get<std::string>())
+                               : (v.is_number_integer() ? Result<k8s::Quantity>(k8s::Quantity::from_value(v.get<int64_t>()))
+                                                        : Result<k8s::Quantity>(std::unexpected(Error{})));
+        if (!q || q->is_negative()) continue;
+        auto& slot = out[{name, model}];
+        // A container's limit and request of an extended resource are equal; count it once.
+        if (std::string(part) == "requests" && res.contains("limits") && res["limits"].contains(name)) continue;
+        slot += q->value();
+      }
+    }
+  }
+  return out;
+}
+
+int32_t priority_of(const json& pod) {
+  if (pod.contains("spec") && pod["spec"].contains("priority") && pod["spec"]["priority"].is_number_integer())
+    return pod["spec"]["priority"].get<int32_t>();
+  return 0;
+}
+
+}  // namespace
+
+std::vector<queues::Workload> queue_workloads(const queues::Config& config, const std::vector<const json*>& pods,
+                                              std::map<std::string, std::vector<const json*>>* members) {
+  std::map<std::string, queues::Workload> by_id;
+  std::map<std::string, std::vector<const json*>> of;
+  for (const json* p : pods) {
+    if (finished(*p)) continue;
+    const std::string ns = text(*p, {"metadata", "namespace"});
+    const std::string queue = queues::queue_for(config, ns, text(*p, {"metadata", "labels", queues::kQueueLabel}));
+    if (queue.empty()) continue;
+    auto gang = gang_of(*p);
+    const bool in_gang = gang && *gang;
+    const std::string id = in_gang ? "gang:" + (*gang)->key : text(*p, {"metadata", "uid"});
+    auto& w = by_id[id];
+    if (w.id.empty()) {
+      w.id = id;
+      w.name = in_gang ? "gang " + (*gang)->key : ns + "/" + text(*p, {"metadata", "name"});
+      w.queue = queue;
+      w.created = text(*p, {"metadata", "creationTimestamp"});
+      w.priority = priority_of(*p);
+      w.admitted = true;
+    }
+    w.priority = std::max(w.priority, priority_of(*p));
+    w.created = std::min(w.created, text(*p, {"metadata", "creationTimestamp"}));
+    for (const auto& [k, v] : requests_of(config, *p)) w.request[k] += v;
+    if (has_gang_gate(*p, queues::kQueueGate)) w.admitted = false;
+    of[id].push_back(p);
+  }
+  std::vector<queues::Workload> out;
+  for (auto& [id, w] : by_id) out.push_back(std::move(w));
+  if (members != nullptr) *members = std::move(of);
+  return out;
+}
+
+QueueAdmission::QueueAdmission(kube::Client& client, kube::EventRecorder* events, QueueAdmissionOptions o)
+    : client_(client), events_(events), opt_(std::move(o)) {}
+
+void QueueAdmission::reload() {
+  auto cm = client_.get(kube::resources::kConfigMaps, opt_.config_namespace, opt_.config_name);
+  if (!cm) {
+    if (!cm.error().not_found()) log::warn("queues: reading the config failed", {log::kv("error", cm.error().text())});
+    if (cm.error().not_found() && config_) {
+      config_.reset();  // deleted: no queues any more
+      config_version_.clear();
+    }
+    return;
+  }
+  const std::string version = text(*cm, {"metadata", "resourceVersion"});
+  if (version == config_version_) return;
+  config_version_ = version;
+  const std::string source = fmt::format("ConfigMap {}/{} queues.yaml", opt_.config_namespace, opt_.config_name);
+  auto parsed = queues::parse_config(text(*cm, {"data", "queues.yaml"}), source);
+  if (!parsed) {
+    config_error_ = parsed.error().message;
+    log::error("queues: config refused, keeping the last good one", {log::kv("error", config_error_)});
+    if (events_ != nullptr) {
+      events_->record(kube::EventTarget{"v1", "ConfigMap", opt_.config_namespace, opt_.config_name,
+                                        text(*cm, {"metadata", "uid"})},
+                      "Warning", "QueueConfigInvalid", "Load", config_error_ + (config_ ? "; the last good config stays" : ""));
+    }
+    return;
+  }
+  config_error_.clear();
+  config_ = std::move(*parsed);
+  log::info("queues: config loaded", {log::kv("queues", config_->queues.size())});
+}
+
+QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
+  QueueRound out;
+  reload();
+  out.config_error = config_error_;
+  std::vector<const json*> live;
+  std::set<std::string> listed;
+  for (const auto& p : pods) {
+    const std::string uid = text(*p, {"metadata", "uid"});
+    listed.insert(uid);
+    if (!evicted_.contains(uid)) live.push_back(p.get());
+  }
+  std::erase_if(evicted_, [&](const std::string& u) { return !listed.contains(u); });
+  const auto event = [&](const json& pod, bool warning, const char* reason, const std::string& note) {
+    if (events_ == nullptr) return;
+    events_->record(kube::EventTarget{"v1", "Pod", text(pod, {"metadata", "namespace"}), text(pod, {"metadata", "name"}),
+                                      text(pod, {"metadata", "uid"})},
+                    warning ? "Warning" : "Normal", reason, "Scheduling", note);
+  };
+  const queues::Config empty;
+  const queues::Config& config = config_ ? *config_ : empty;
+  std::map<std::string, std::vector<const json*>> members;
+  const auto workloads = queue_workloads(config, live, &members);
+  // Gated pods no queue takes: let go.
+  if (config_) {
+    std::set<const json*> queued;
+    for (const auto& [id, ps] : members) queued.insert(ps.begin(), ps.end());
+    for (const json* p : live) {
+      if (finished(*p) || queued.contains(p) || !has_gang_gate(*p, queues::kQueueGate)) continue;
+      if (remove_scheduling_gate(client_, *p, queues::kQueueGate)) {
+        event(*p, false, "QueueNone", "in no queue of " + opt_.config_name + ": admitted without quota");
+      }
+    }
+  }
+  if (!config_) {
+    for (const auto& w : workloads) out.waiting[w.id] = "no queue config read yet";
+    return out;
+  }
+  const queues::Decision d = queues::admit(config, workloads);
+  std::map<std::string, const queues::Workload*> by_id;
+  for (const auto& w : workloads) by_id[w.id] = &w;
+  for (const auto& id : d.admit) {
+    bool ok = true;
+    for (const json* p : members[id]) {
+      if (!has_gang_gate(*p, queues::kQueueGate)) continue;
+      auto r = remove_scheduling_gate(client_, *p, queues::kQueueGate);
+      if (!r) {
+        ok = false;
+        log::warn("queues: admitting a pod failed",
+                  {log::kv("pod", text(*p, {"metadata", "name"})), log::kv("error", r.error().text())});
+      }
+    }
+    if (!ok) continue;
+    out.admitted.push_back(id);
+    said_.erase(id);
+    for (const json* p : members[id])
+      event(*p, false, "QueueAdmitted", fmt::format("{}: admitted by queue {}", by_id[id]->name, by_id[id]->queue));
+  }
+  for (const auto& [for_id, victims] : d.evict) {
+    for (const auto& v : victims) {
+      out.evicted.push_back(v);
+      for (const json* p : members[v]) {
+        const std::string uid = text(*p, {"metadata", "uid"});
+        evicted_.insert(uid);
+        event(*p, true, "QueueReclaimed",
+              fmt::format("{} borrows in its cohort and is evicted so that queue {} gets its nominal quota back for {}",
+                          by_id[v]->name, by_id[for_id]->queue, by_id[for_id]->name));
+        json body = {{"apiVersion", "policy/v1"},
+                     {"kind", "Eviction"},
+                     {"metadata", {{"name", text(*p, {"metadata", "name"})}, {"namespace", text(*p, {"metadata", "namespace"})}}},
+                     {"deleteOptions", {{"preconditions", {{"uid", uid}}}}}};
+        auto e = client_.create(kube::resources::kPods, text(*p, {"metadata", "namespace"}), body, "eviction",
+                                text(*p, {"metadata", "name"}));
+        if (!e && !e.error().not_found())
+          log::warn("queues: evicting a pod failed", {log::kv("pod", text(*p, {"metadata", "name"})), log::kv("error", e.error().text())});
+      }
+    }
+  }
+  for (const auto& [id, why] : d.waiting) {
+    out.waiting[id] = why;
+    if (said_[id] == why) continue;
+    said_[id] = why;
+    for (const json* p : members[id]) event(*p, false, "QueueWaiting", why);
+  }
+  std::erase_if(said_, [&](const auto& kv) { return !by_id.contains(kv.first); });
+  std::lock_guard lock(mu_);
+  usage_ = queues::usage(config, workloads);
+  metrics_config_ = config;
+  config_ok_ = config_error_.empty();
+  return out;
+}
+
+std::string QueueAdmission::metrics_text() const {
+  std::lock_guard lock(mu_);
+  std::string s =
+      "# HELP kgpu_queue_config_ok Whether the last queue config written was accepted (0: the last good one is in use).\n"
+      "# TYPE kgpu_queue_config_ok gauge\n";
+  s += fmt::format("kgpu_queue_config_ok {}\n", config_ok_ ? 1 : 0);
+  if (!metrics_config_) return s;
+  const auto family = [&](const char* name, const char* help) {
+    s += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+  };
+  const auto series = [&](const char* name, const std::string& queue, const queues::Key& k, int64_t v) {
+    s += fmt::format("{}{{queue=\"{}\",resource=\"{}\",model=\"{}\"}} {}\n", name, queue, k.first, k.second, v);
+  };
+  family("kgpu_queue_nominal", "Nominal quota of the queue, in the resource's units.");
+  for (const auto& q : metrics_config_->queues)
+    for (const auto& x : q.quotas) series("kgpu_queue_nominal", q.name, {x.resource, x.model}, x.nominal);
+  for (const auto& [name, help, pick] :
+       {std::tuple{"kgpu_queue_used", "Quota used by the queue's admitted workloads.", &queues::QueueUsage::used},
+        std::tuple{"kgpu_queue_borrowed", "Quota the queue uses beyond its nominal quota.", &queues::QueueUsage::borrowed},
+        std::tuple{"kgpu_queue_pending", "Quota asked by the queue's workloads waiting for admission.",
+                   &queues::QueueUsage::pending}}) {
+    family(name, help);
+    for (const auto& q : metrics_config_->queues) {
+      const auto it = usage_.find(q.name);
+      for (const auto& x : q.quotas) {
+        const queues::Key k{x.resource, x.model};
+        int64_t v = 0;
+        if (it != usage_.end()) {
+          const auto& m = it->second.*pick;
+          if (const auto j = m.find(k); j != m.end()) v = j->second;
+        }
+        series(name, q.name, k, v);
+      }
+    }
+  }
+  family("kgpu_queue_workloads", "Workloads of the queue by state (admitted, pending).");
+  for (const auto& q : metrics_config_->queues) {
+    const auto it = usage_.find(q.name);
+    const size_t a = it == usage_.end() ? 0 : it->second.admitted, w = it == usage_.end() ? 0 : it->second.waiting;
+    s += fmt::format("kgpu_queue_workloads{{queue=\"{}\",state=\"admitted\"}} {}\n", q.name, a);
+    s += fmt::format("kgpu_queue_workloads{{queue=\"{}\",state=\"pending\"}} {}\n", q.name, w);
+  }
+  return s;
+}
+
+}  // namespace kgpu::scheduler

@@ -1,0 +1,80 @@
+// Queue admission (docs/queues.md): the leader's rounds over the pods the scheduler's informer
+// knows, against the queues of the ConfigMap `kgpu-queues` (key queues.yaml; scheduler/queues.h).
+//
+// A pod in a queue (its namespace's LocalQueue named by kueue.x-k8s.io/queue-name, or a namespace
+// a ClusterQueue lists) is created behind the scheduling gate kgpu.io/queue (the chart's
+// MutatingAdmissionPolicy); a gang is one workload of all its members. Each round:
+//   - the config is read again when the ConfigMap changed; a config that does not parse keeps the
+//     last good one (a Warning Event on the ConfigMap names the line and field; none ever read:
+//     nothing is admitted, the pods wait);
+//   - workloads: admitted = no member gated any more; pending = the others; finished pods leave;
+//   - queues::admit decides: admitted workloads lose their gate (QueueAdmitted Event), reclaimed
+//     ones are evicted whole through the Eviction API (QueueReclaimed, naming the queue they make
+//     room for), the others wait (QueueWaiting once per reason);
+//   - a gated pod that no queue takes is let go (its gate removed, QueueNone): never stuck.
+// Gangs wait for queue admission before gang admission plans them (gang_admission.h).
+//
+// Thread safety: round() from one thread at a time; metrics_text() from any.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "apiclient/informer.h"
+#include "scheduler/queues.h"
+
+namespace kgpu::kube {
+class Client;
+class EventRecorder;
+}  // namespace kgpu::kube
+
+namespace kgpu::scheduler {
+
+struct QueueAdmissionOptions {
+  std::string config_namespace = "kgpu-system";
+  std::string config_name = "kgpu-queues";
+};
+
+struct QueueRound {
+  std::vector<std::string> admitted, evicted;  // workload ids
+  std::map<std::string, std::string> waiting;   // workload id -> why
+  std::string config_error;                     // the last config refused ("" when the last read was good)
+};
+
+class QueueAdmission {
+ public:
+  QueueAdmission(kube::Client& client, kube::EventRecorder* events, QueueAdmissionOptions o);
+
+  QueueRound round(const std::vector<kube::ObjectRef>& pods);
+
+  // kgpu_queue_* families: nominal, used, borrowed and pending GPUs per queue and resource, pending
+  // and admitted workloads, and whether the config in use is the last one written.
+  std::string metrics_text() const;
+
+ private:
+  void reload();
+
+  kube::Client& client_;
+  kube::EventRecorder* events_;
+  QueueAdmissionOptions opt_;
+  std::optional<queues::Config> config_;
+  std::string config_version_;  // resourceVersion of the ConfigMap read
+  std::string config_error_;
+  std::map<std::string, std::string> said_;  // workload id -> last reason told
+  std::set<std::string> evicted_;            // pod uids evicted, until the informer drops them
+  mutable std::mutex mu_;                    // guards usage_ and config_ok_ for metrics_text()
+  std::map<std::string, queues::QueueUsage> usage_;
+  std::optional<queues::Config> metrics_config_;
+  bool config_ok_ = true;
+};
+
+// The workloads of `pods` under `config` (exposed for `kgpu top` and tests): one per pod in a
+// queue, one per gang; `gated(pod)` says whether a pod still waits for queue admission.
+std::vector<queues::Workload> queue_workloads(const queues::Config& config, const std::vector<const nlohmann::json*>& pods,
+                                              std::map<std::string, std::vector<const nlohmann::json*>>* members = nullptr);
+
+}  // namespace kgpu::scheduler
