@@ -149,4 +149,9 @@ Result<YAML::Node> load_yaml(std::string_view text, const std::string& source, c
   }
 }
 
+std::string yaml_where(const std::string& source, const YAML::Node& n, const std::string& field) {
+  const auto m = n.Mark();
+  return m.line < 0 ? fmt::format("{}: {}", source, field) : fmt::format("{}:{}: {}", source, m.line + 1, field);
+}
+
 }  // namespace kgpu

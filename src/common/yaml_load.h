@@ -3,6 +3,7 @@
 // Thread safety: none needed (pure function).
 #pragma once
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <string>
@@ -14,5 +15,16 @@
 namespace kgpu {
 
 Result<YAML::Node> load_yaml(std::string_view text, const std::string& source, const YamlLimits& limits);
+
+// "<source>:<line>: <field>" for a node of such a document ("<source>: <field>" without a mark).
+std::string yaml_where(const std::string& source, const YAML::Node& n, const std::string& field);
+
+// The kInvalidArgument error "<source>:<line>: <field>: <message>".
+template <typename... Args>
+std::unexpected<Error> yaml_error(const std::string& source, const YAML::Node& n, const std::string& field,
+                                  fmt::format_string<Args...> f, Args&&... args) {
+  return std::unexpected(Error{ErrorCode::kInvalidArgument,
+                               yaml_where(source, n, field) + ": " + fmt::format(f, std::forward<Args>(args)...)});
+}
 
 }  // namespace kgpu

@@ -22,14 +22,12 @@ constexpr unsigned kMaxIndex = 1024;
 struct Reader {
   const std::string& source;
   std::string where(const YAML::Node& n, const std::string& field) const {
-    const auto m = n.Mark();
-    return m.line < 0 ? fmt::format("{}: {}", source, field) : fmt::format("{}:{}: {}", source, m.line + 1, field);
+    return yaml_where(source, n, field);
   }
   template <typename... Args>
   std::unexpected<Error> bad(const YAML::Node& n, const std::string& field, fmt::format_string<Args...> f,
                              Args&&... args) const {
-    return std::unexpected(
-        Error{ErrorCode::kInvalidArgument, where(n, field) + ": " + fmt::format(f, std::forward<Args>(args)...)});
+    return yaml_error(source, n, field, f, std::forward<Args>(args)...);
   }
 };
 

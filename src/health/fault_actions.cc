@@ -26,17 +26,10 @@ constexpr std::array<const char*, kRecoveryActions> kRecoveryNames = {
 constexpr YamlLimits kLimits{64 * 1024, 20'000, 16};
 constexpr size_t kMaxXids = 4096;
 
-std::string where(const std::string& source, const YAML::Node& n, const std::string& field) {
-  const auto m = n.Mark();
-  if (m.line < 0) return fmt::format("{}: {}", source, field);
-  return fmt::format("{}:{}: {}", source, m.line + 1, field);
-}
-
 template <typename... Args>
 std::unexpected<Error> bad(const std::string& source, const YAML::Node& n, const std::string& field,
                            fmt::format_string<Args...> f, Args&&... args) {
-  return std::unexpected(Error{ErrorCode::kInvalidArgument,
-                               where(source, n, field) + ": " + fmt::format(f, std::forward<Args>(args)...)});
+  return yaml_error(source, n, field, f, std::forward<Args>(args)...);
 }
 
 Result<Action> action_at(const std::string& source, const YAML::Node& n, const std::string& field) {

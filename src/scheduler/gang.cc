@@ -5,6 +5,8 @@
 #include <charconv>
 #include <vector>
 
+#include "k8s/api/json.h"
+
 namespace kgpu::scheduler {
 
 namespace {
@@ -18,16 +20,7 @@ const kube::Resource kCoschedulingPodGroups{"scheduling.x-k8s.io", "v1alpha1", "
 const kube::Resource kVolcanoPodGroups{"scheduling.volcano.sh", "v1beta1", "podgroups", true, "PodGroup"};
 const kube::Resource kKaiPodGroups{"scheduling.run.ai", "v2alpha2", "podgroups", true, "PodGroup"};
 
-std::string string_at(const json& j, std::initializer_list<const char*> path) {
-  const json* p = &j;
-  for (const char* k : path) {
-    if (!p->is_object()) return "";
-    const auto it = p->find(k);
-    if (it == p->end()) return "";
-    p = &*it;
-  }
-  return p->is_string() ? p->get<std::string>() : "";
-}
+using k8s::api::text;
 
 Result<int64_t> positive(const std::string& text, const std::string& where) {
   int64_t v = 0;
@@ -41,24 +34,24 @@ Result<int64_t> positive(const std::string& text, const std::string& where) {
 }  // namespace
 
 Result<std::optional<GangRef>> gang_of(const json& pod) {
-  const std::string ns = string_at(pod, {"metadata", "namespace"});
-  const std::string who = fmt::format("pod {}/{}", ns, string_at(pod, {"metadata", "name"}));
+  const std::string ns = text(pod, {"metadata", "namespace"});
+  const std::string who = fmt::format("pod {}/{}", ns, text(pod, {"metadata", "name"}));
   struct Marker {
     const char* source;
     std::string field, group;
     kube::Resource podgroup;
   };
   const std::vector<Marker> markers = {
-      {"scheduling.k8s.io", "spec.schedulingGroup.podGroupName", string_at(pod, {"spec", "schedulingGroup", "podGroupName"}),
+      {"scheduling.k8s.io", "spec.schedulingGroup.podGroupName", text(pod, {"spec", "schedulingGroup", "podGroupName"}),
        kNativePodGroups},
-      {"kueue", "label kueue.x-k8s.io/pod-group-name", string_at(pod, {"metadata", "labels", "kueue.x-k8s.io/pod-group-name"}),
+      {"kueue", "label kueue.x-k8s.io/pod-group-name", text(pod, {"metadata", "labels", "kueue.x-k8s.io/pod-group-name"}),
        {}},
       {"coscheduling", "label scheduling.x-k8s.io/pod-group",
-       string_at(pod, {"metadata", "labels", "scheduling.x-k8s.io/pod-group"}), kCoschedulingPodGroups},
+       text(pod, {"metadata", "labels", "scheduling.x-k8s.io/pod-group"}), kCoschedulingPodGroups},
       {"volcano", "annotation scheduling.k8s.io/group-name",
-       string_at(pod, {"metadata", "annotations", "scheduling.k8s.io/group-name"}), kVolcanoPodGroups},
-      {"kai", "annotation pod-group-name", string_at(pod, {"metadata", "annotations", "pod-group-name"}), kKaiPodGroups},
-      {"kai", "label pod-group-name", string_at(pod, {"metadata", "labels", "pod-group-name"}), kKaiPodGroups},
+       text(pod, {"metadata", "annotations", "scheduling.k8s.io/group-name"}), kVolcanoPodGroups},
+      {"kai", "annotation pod-group-name", text(pod, {"metadata", "annotations", "pod-group-name"}), kKaiPodGroups},
+      {"kai", "label pod-group-name", text(pod, {"metadata", "labels", "pod-group-name"}), kKaiPodGroups},
   };
   const Marker* chosen = nullptr;
   for (const auto& m : markers) {
@@ -77,8 +70,8 @@ Result<std::optional<GangRef>> gang_of(const json& pod) {
   r.key = ns + "/" + chosen->group;
   r.source = chosen->source;
   r.podgroup = chosen->podgroup;
-  const std::string kgpu_min = string_at(pod, {"metadata", "annotations", kGangMinCountAnnotation});
-  const std::string kueue_total = string_at(pod, {"metadata", "annotations", "kueue.x-k8s.io/pod-group-total-count"});
+  const std::string kgpu_min = text(pod, {"metadata", "annotations", kGangMinCountAnnotation});
+  const std::string kueue_total = text(pod, {"metadata", "annotations", "kueue.x-k8s.io/pod-group-total-count"});
   if (!kgpu_min.empty()) {
     auto v = positive(kgpu_min, who + ": annotation " + kGangMinCountAnnotation);
     if (!v) return std::unexpected(v.error());
@@ -123,12 +116,28 @@ bool has_gang_gate(const json& pod, const char* gate) {
   return false;
 }
 
+bool pod_finished(const json& pod) {
+  const std::string phase = text(pod, {"status", "phase"});
+  return phase == "Succeeded" || phase == "Failed" || !text(pod, {"metadata", "deletionTimestamp"}).empty();
+}
+
+kube::ApiResult<json> evict_pod(kube::Client& client, const json& pod) {
+  const std::string ns = text(pod, {"metadata", "namespace"}), name = text(pod, {"metadata", "name"});
+  const json body = {{"apiVersion", "policy/v1"},
+                     {"kind", "Eviction"},
+                     {"metadata", {{"name", name}, {"namespace", ns}}},
+                     {"deleteOptions", {{"preconditions", {{"uid", text(pod, {"metadata", "uid"})}}}}}};
+  auto r = client.create(kube::resources::kPods, ns, body, "eviction", name);
+  if (!r && r.error().not_found()) return json::object();
+  return r;
+}
+
 kube::ApiResult<json> remove_scheduling_gate(kube::Client& client, const json& pod, const char* gate) {
   json gates = json::array();
   for (const auto& g : pod["spec"]["schedulingGates"])
     if (g.value("name", "") != gate) gates.push_back(g);
-  return client.patch(kube::resources::kPods, string_at(pod, {"metadata", "namespace"}),
-                      string_at(pod, {"metadata", "name"}), kube::PatchType::kJson,
+  return client.patch(kube::resources::kPods, text(pod, {"metadata", "namespace"}),
+                      text(pod, {"metadata", "name"}), kube::PatchType::kJson,
                       json::array({{{"op", "test"}, {"path", "/spec/schedulingGates"}, {"value", pod["spec"]["schedulingGates"]}},
                                    {{"op", "replace"}, {"path", "/spec/schedulingGates"}, {"value", gates}}}));
 }

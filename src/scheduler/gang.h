@@ -56,6 +56,12 @@ Result<int64_t> podgroup_min_count(const GangRef& ref, const nlohmann::json& pod
 // Whether the pod carries the scheduling gate `gate` (default: kgpu's gang gate).
 bool has_gang_gate(const nlohmann::json& pod, const char* gate = kGangGate);
 
+// Whether the pod is done with (Succeeded, Failed, or being deleted): it counts for no gang or queue.
+bool pod_finished(const nlohmann::json& pod);
+
+// Evicts the pod through the Eviction API (its uid as precondition); a pod already gone is a success.
+kube::ApiResult<nlohmann::json> evict_pod(kube::Client& client, const nlohmann::json& pod);
+
 // Removes scheduling gate `gate` from the pod (a JSON patch that fails when the gates changed
 // since `pod` was read; other gates stay).
 kube::ApiResult<nlohmann::json> remove_scheduling_gate(kube::Client& client, const nlohmann::json& pod, const char* gate);

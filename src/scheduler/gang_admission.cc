@@ -8,6 +8,7 @@
 #include "apiclient/client.h"
 #include "apiclient/events.h"
 #include "common/log.h"
+#include "k8s/api/json.h"
 #include "scheduler/gang.h"
 #include "scheduler/queues.h"
 
@@ -17,21 +18,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string text(const json& j, std::initializer_list<const char*> path) {
-  const json* p = &j;
-  for (const char* k : path) {
-    if (!p->is_object()) return "";
-    const auto it = p->find(k);
-    if (it == p->end()) return "";
-    p = &*it;
-  }
-  return p->is_string() ? p->get<std::string>() : "";
-}
+using k8s::api::text;
 
-bool finished(const json& pod) {
-  const std::string phase = text(pod, {"status", "phase"});
-  return phase == "Succeeded" || phase == "Failed" || !text(pod, {"metadata", "deletionTimestamp"}).empty();
-}
+bool finished(const json& pod) { return pod_finished(pod); }
 
 struct Members {
   GangRef ref;
@@ -132,14 +121,9 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
       for (const json* p : unbound) event(*p, true, "GangTimedOut", why);
       for (const json* p : bound) {
         event(*p, true, "GangTimedOut", why);
-        json body = {{"apiVersion", "policy/v1"},
-                     {"kind", "Eviction"},
-                     {"metadata", {{"name", text(*p, {"metadata", "name"})}, {"namespace", text(*p, {"metadata", "namespace"})}}},
-                     {"deleteOptions", {{"preconditions", {{"uid", text(*p, {"metadata", "uid"})}}}}}};
         evicted_.insert(text(*p, {"metadata", "uid"}));
-        auto e = client_.create(kube::resources::kPods, text(*p, {"metadata", "namespace"}), body, "eviction",
-                                text(*p, {"metadata", "name"}));
-        if (!e && !e.error().not_found()) {
+        auto e = evict_pod(client_, *p);
+        if (!e) {
           log::warn("gang admission: evicting a member failed",
                     {log::kv("gang", key), log::kv("pod", text(*p, {"metadata", "name"})), log::kv("error", e.error().text())});
         }

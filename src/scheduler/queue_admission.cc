@@ -7,6 +7,7 @@
 #include "apiclient/client.h"
 #include "apiclient/events.h"
 #include "common/log.h"
+#include "k8s/api/json.h"
 #include "k8s/quantity.h"
 #include "scheduler/gang.h"
 
@@ -16,21 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string text(const json& j, std::initializer_list<const char*> path) {
-  const json* p = &j;
-  for (const char* k : path) {
-    if (!p->is_object()) return "";
-    const auto it = p->find(k);
-    if (it == p->end()) return "";
-    p = &*it;
-  }
-  return p->is_string() ? p->get<std::string>() : "";
-}
+using k8s::api::text;
 
-bool finished(const json& pod) {
-  const std::string phase = text(pod, {"status", "phase"});
-  return phase == "Succeeded" || phase == "Failed" || !text(pod, {"metadata", "deletionTimestamp"}).empty();
-}
+bool finished(const json& pod) { return pod_finished(pod); }
 
 // The pod's requests of the resources `config` has quotas for, by (resource, model).
 queues::Amounts requests_of(const queues::Config& config, const json& pod) {
@@ -201,13 +190,8 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
         event(*p, true, "QueueReclaimed",
               fmt::format("{} borrows in its cohort and is evicted so that queue {} gets its nominal quota back for {}",
                           by_id[v]->name, by_id[for_id]->queue, by_id[for_id]->name));
-        json body = {{"apiVersion", "policy/v1"},
-                     {"kind", "Eviction"},
-                     {"metadata", {{"name", text(*p, {"metadata", "name"})}, {"namespace", text(*p, {"metadata", "namespace"})}}},
-                     {"deleteOptions", {{"preconditions", {{"uid", uid}}}}}};
-        auto e = client_.create(kube::resources::kPods, text(*p, {"metadata", "namespace"}), body, "eviction",
-                                text(*p, {"metadata", "name"}));
-        if (!e && !e.error().not_found())
+        auto e = evict_pod(client_, *p);
+        if (!e)
           log::warn("queues: evicting a pod failed", {log::kv("pod", text(*p, {"metadata", "name"})), log::kv("error", e.error().text())});
       }
     }

@@ -21,14 +21,12 @@ constexpr int64_t kMaxQuota = int64_t{1} << 40;
 struct Reader {
   std::string source;
   std::string at(const YAML::Node& n, const std::string& field) const {
-    const auto m = n.Mark();
-    return m.line < 0 ? fmt::format("{}: {}", source, field) : fmt::format("{}:{}: {}", source, m.line + 1, field);
+    return yaml_where(source, n, field);
   }
   template <typename... Args>
   std::unexpected<Error> bad(const YAML::Node& n, const std::string& field, fmt::format_string<Args...> f,
                              Args&&... args) const {
-    return std::unexpected(
-        Error{ErrorCode::kInvalidArgument, at(n, field) + ": " + fmt::format(f, std::forward<Args>(args)...)});
+    return yaml_error(source, n, field, f, std::forward<Args>(args)...);
   }
   Result<std::string> text(const YAML::Node& n, const std::string& field, bool required) const {
     if (!n) {

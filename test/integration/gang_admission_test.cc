@@ -7,6 +7,7 @@
 #include "k8s/gpu_assignment.h"
 #include "scheduler/gang.h"
 #include "scheduler/gang_admission.h"
+#include "../unit/report_node.h"
 #include "standin.h"
 #include "test_env.h"
 
@@ -16,19 +17,7 @@ namespace {
 using nlohmann::json;
 
 json gpu_node(const std::string& name, int gpus) {
-  k8s::NodeGpuReport r;
-  for (int i = 0; i < gpus; ++i) {
-    k8s::ReportedGpu g;
-    g.index = i;
-    g.uuid = name + "-g" + std::to_string(i);
-    g.resource = "nvidia.com/gpu";
-    g.replicas = 1;
-    r.gpus.push_back(g);
-  }
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"annotations", {{k8s::kAnnotationNodeGpus, k8s::format_node_report(r)}}}}},
-          {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}};
+  return kgpu::testing::report_node(name, gpus, "nvidia.com/gpu", 1, {}, "64", "512Gi");
 }
 
 struct Admission : ::testing::Test {

@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import eventually, kgpu, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
+from kgpu_procs import allocated_claim, eventually, kgpu, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -91,15 +91,9 @@ def body(check):
                 spec["schedulerName"] = scheduler
             c.create(f"/api/v1/namespaces/{NS}/pods", {"metadata": {"name": name}, "spec": spec})
 
-        def allocated_claim(pod):
-            p = c.get(f"/api/v1/namespaces/{NS}/pods/{pod}")
-            st = p.get("status", {}).get("resourceClaimStatuses", [])
-            if not st or not p["spec"].get("nodeName"):
-                return None
-            claim = c.get(f"{RES}/namespaces/{NS}/resourceclaims/{st[0]['resourceClaimName']}")
-            if not claim.get("status", {}).get("allocation"):
-                return None
-            return p, claim
+        def placed(pod):
+            claim = allocated_claim(c, NS, pod)
+            return (c.get(f"/api/v1/namespaces/{NS}/pods/{pod}"), claim) if claim else None
 
         def prepared(label, pod, claim):
             node = pod["spec"]["nodeName"]
@@ -117,7 +111,7 @@ def body(check):
         url = start_scheduler(c, build, sched_kc, ["--leader-elect=false", "--serialize-admission=false"])
         c.start_scheduler(shipped_scheduler_config("main-scheduler-extender.yaml"), url)
         dra_pod("by-kube-scheduler")
-        got = c.wait_for(lambda: allocated_claim("by-kube-scheduler"), 90,
+        got = c.wait_for(lambda: placed("by-kube-scheduler"), 90,
                          "kube-controller-manager's claim and kube-scheduler's allocation")
         check(True, "kube-controller-manager creates the claim from the template; kube-scheduler allocates it from kgpu's slices")
         prepared("kube-scheduler's allocation", *got)
@@ -132,13 +126,13 @@ def body(check):
         c.procs.pop("kube-scheduler").stop()
         c.start_scheduler(cfg, url)
         dra_pod("by-kgpu", scheduler="kgpu-scheduler")
-        got = c.wait_for(lambda: allocated_claim("by-kgpu"), 90, "kgpu scheduler's allocation and bind")
+        got = c.wait_for(lambda: placed("by-kgpu"), 90, "kgpu scheduler's allocation and bind")
         prepared("kgpu's allocation", *got)
         if got:
             ev = c.get(f"/apis/events.k8s.io/v1/namespaces/{NS}/events")["items"]
             check(any(e.get("reason") == "ResourceClaimsAllocated" and e["regarding"]["name"] == "by-kgpu" for e in ev),
                   "kgpu's ResourceClaimsAllocated event on the pod", [e.get("reason") for e in ev])
-            first = allocated_claim("by-kube-scheduler")
+            first = placed("by-kube-scheduler")
             if first and first[0]["spec"]["nodeName"] == got[0]["spec"]["nodeName"]:
                 a = first[1]["status"]["allocation"]["devices"]["results"][0]["device"]
                 b = got[1]["status"]["allocation"]["devices"]["results"][0]["device"]

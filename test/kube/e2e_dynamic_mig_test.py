@@ -24,7 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
+from kgpu_procs import allocated_claim, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -124,12 +124,7 @@ def body(check):
             c.create(f"/api/v1/namespaces/{NS}/pods", {"metadata": {"name": name}, "spec": spec})
 
         def claim_of(pod):
-            p = c.get(f"/api/v1/namespaces/{NS}/pods/{pod}")
-            st = p.get("status", {}).get("resourceClaimStatuses", [])
-            if not st or not p["spec"].get("nodeName"):
-                return None
-            claim = c.get(f"{RES}/namespaces/{NS}/resourceclaims/{st[0]['resourceClaimName']}")
-            return claim if claim.get("status", {}).get("allocation") else None
+            return allocated_claim(c, NS, pod)
 
         def device_of(claim):
             return claim["status"]["allocation"]["devices"]["results"][0]["device"]

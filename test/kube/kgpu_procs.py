@@ -227,3 +227,14 @@ def eventually(cond, timeout=30, interval=0.1):
             return v
         time.sleep(interval)
     return cond()
+
+
+def allocated_claim(cluster, ns, pod):
+    """The ResourceClaim of `pod`'s first claim once the pod is bound and the claim allocated
+    (the claim a template made, named in pod.status.resourceClaimStatuses); None before."""
+    p = cluster.get(f"/api/v1/namespaces/{ns}/pods/{pod}")
+    st = p.get("status", {}).get("resourceClaimStatuses", [])
+    if not st or not p["spec"].get("nodeName"):
+        return None
+    claim = cluster.get(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{st[0]['resourceClaimName']}")
+    return claim if claim.get("status", {}).get("allocation") else None

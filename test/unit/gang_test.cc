@@ -6,6 +6,7 @@
 #include "k8s/gpu_assignment.h"
 #include "scheduler/gang.h"
 #include "scheduler/scheduler.h"
+#include "report_node.h"
 
 namespace kgpu::scheduler {
 namespace {
@@ -72,17 +73,7 @@ TEST(GangOf, EachAnchorsMarkersAndThePrecedence) {
 }
 
 json node(const std::string& name, int gpus) {
-  k8s::NodeGpuReport r;
-  for (int i = 0; i < gpus; ++i) {
-    k8s::ReportedGpu g;
-    g.index = i;
-    g.uuid = name + "-g" + std::to_string(i);
-    g.resource = "nvidia.com/gpu";
-    g.replicas = 1;
-    r.gpus.push_back(g);
-  }
-  return json{{"metadata", {{"name", name}, {"annotations", {{k8s::kAnnotationNodeGpus, k8s::format_node_report(r)}}}}},
-              {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}};
+  return kgpu::testing::report_node(name, gpus, "nvidia.com/gpu", 1, {}, "64", "512Gi");
 }
 
 ExtenderArgs args_for(const json& p, const std::vector<std::string>& nodes) {

@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "scheduler/extender.h"
 #include "scheduler/scheduler.h"
+#include "report_node.h"
 
 namespace kgpu::scheduler {
 namespace {
@@ -128,22 +129,10 @@ TEST(Assignment, ContainersInKubeletOrderWithInitContainersReusingGpus) {
   EXPECT_EQ(k8s::format_assignment(split_assignment({{"a", 2, false}, {"b", 1, false}}, {"G5"}, true)), "a:G5;b:G5");
 }
 
-// A node as its agent reports it: `gpus` GPUs under `resource`, `replicas` each.
+// A node as its agent reports it.
 json node(const std::string& name, int gpus, const std::string& resource = "nvidia.com/gpu", int replicas = 1,
           std::vector<std::pair<int, k8s::GpuUse>> used = {}) {
-  k8s::NodeGpuReport r;
-  for (int i = 0; i < gpus; ++i) {
-    k8s::ReportedGpu g;
-    g.index = i;
-    g.uuid = name + "-g" + std::to_string(i);
-    g.resource = resource;
-    g.replicas = replicas;
-    for (const auto& [at, u] : used)
-      if (at == i) g.used.push_back(u);
-    r.gpus.push_back(g);
-  }
-  return json{{"metadata", {{"name", name}, {"annotations", {{k8s::kAnnotationNodeGpus, k8s::format_node_report(r)}}}}},
-              {"status", {{"allocatable", {{"cpu", "8"}, {"memory", "64Gi"}}}}}};
+  return kgpu::testing::report_node(name, gpus, resource, replicas, std::move(used));
 }
 
 json pod(const std::string& name, int units, const std::string& node = "", const std::string& resource = "nvidia.com/gpu") {

@@ -1,0 +1,36 @@
+// A Node as `kgpu scheduler` sees it in tests: its agent's GPU report (kgpu.io/gpus) and its
+// allocatable CPU and memory.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "k8s/gpu_assignment.h"
+
+namespace kgpu::testing {
+
+// `gpus` GPUs named "<name>-g<i>" under `resource`, `replicas` each, with `used` entries on GPU i.
+inline nlohmann::json report_node(const std::string& name, int gpus, const std::string& resource = "nvidia.com/gpu",
+                                  int replicas = 1, std::vector<std::pair<int, k8s::GpuUse>> used = {},
+                                  const std::string& cpu = "8", const std::string& memory = "64Gi") {
+  k8s::NodeGpuReport r;
+  for (int i = 0; i < gpus; ++i) {
+    k8s::ReportedGpu g;
+    g.index = i;
+    g.uuid = name + "-g" + std::to_string(i);
+    g.resource = resource;
+    g.replicas = replicas;
+    for (const auto& [at, u] : used)
+      if (at == i) g.used.push_back(u);
+    r.gpus.push_back(g);
+  }
+  return nlohmann::json{
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", name}, {"annotations", {{k8s::kAnnotationNodeGpus, k8s::format_node_report(r)}}}}},
+      {"status", {{"allocatable", {{"cpu", cpu}, {"memory", memory}}}}}};
+}
+
+}  // namespace kgpu::testing
