@@ -23,6 +23,7 @@ struct TopFlags {
   int concurrency = 16;
   std::string agent_namespace;
   std::string agent_selector = "app.kubernetes.io/name=kgpu-agent";
+  std::string queue_config = "kgpu-system/kgpu-scheduler-queues";
   std::string selector;
   std::string ns;
   bool all_namespaces = false;
@@ -52,6 +53,9 @@ int usage(std::string_view command, std::string_view message) {
 void add_api_options(CLI::App* cmd, TopFlags& f) {
   cmd->add_option("--kubeconfig", f.kubeconfig, "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
   cmd->add_option("--context", f.context, "Kubeconfig context");
+  cmd->add_option("--queue-config", f.queue_config,
+                  "The GPU quota queues' ConfigMap NAMESPACE/NAME (docs/queues.md); absent: no queue columns")
+      ->capture_default_str();
   cmd->add_option("--request-timeout", f.request_timeout_s, "Seconds per API request (and per agent page)")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
@@ -135,6 +139,7 @@ int run_top(const TopFlags& f) {
   top::ReadOptions ro;
   ro.agent_namespace = f.agent_namespace;
   ro.agent_selector = f.agent_selector;
+  ro.queue_config = namespaces ? f.queue_config : "";
   if (nodes) ro.node_selector = f.selector;
   if (pods) {
     ro.pod_namespace = f.all_namespaces ? "" : (f.ns.empty() ? api->default_namespace : f.ns);
@@ -235,6 +240,7 @@ int run_allocations(const TopFlags& f) {
   if (!api) return usage("allocations", api.error().message);
   top::ReadOptions ro;
   ro.node_selector = f.selector;
+  ro.queue_config = f.queue_config;
   auto cluster = top::read_cluster(*api->lists, ro);
   if (!cluster) {
     fmt::print(stderr, "kgpu allocations: {}\n", cluster.error().message);

@@ -8,7 +8,6 @@
 #include "apiclient/events.h"
 #include "common/log.h"
 #include "k8s/api/json.h"
-#include "k8s/quantity.h"
 #include "scheduler/gang.h"
 
 namespace kgpu::scheduler {
@@ -21,75 +20,7 @@ using k8s::api::text;
 
 bool finished(const json& pod) { return pod_finished(pod); }
 
-// The pod's requests of the resources `config` has quotas for, by (resource, model).
-queues::Amounts requests_of(const queues::Config& config, const json& pod) {
-  std::set<std::string> resources;
-  for (const auto& q : config.queues)
-    for (const auto& x : q.quotas) resources.insert(x.resource);
-  const std::string model = text(pod, {"spec", "nodeSelector", "nvidia.com/gpu.product"});
-  queues::Amounts out;
-  if (!pod.contains("spec") || !pod["spec"].contains("containers")) return out;
-  for (const auto& c : pod["spec"]["containers"]) {
-    if (!c.is_object() || !c.contains("resources")) continue;
-    const json& res = c["resources"];
-    for (const char* part : {"limits", "requests"}) {
-      if (!res.contains(part) || !res[part].is_object()) continue;
-      for (const auto& [name, v] : res[part].items()) {
-        if (!resources.contains(name)) continue;
-        auto q = v.is_string() ? k8s::Quantity::parse(v.get<std::string>())
-                               : (v.is_number_integer() ? Result<k8s::Quantity>(k8s::Quantity::from_value(v.get<int64_t>()))
-                                                        : Result<k8s::Quantity>(std::unexpected(Error{})));
-        if (!q || q->is_negative()) continue;
-        auto& slot = out[{name, model}];
-        // A container's limit and request of an extended resource are equal; count it once.
-        if (std::string(part) == "requests" && res.contains("limits") && res["limits"].contains(name)) continue;
-        slot += q->value();
-      }
-    }
-  }
-  return out;
-}
-
-int32_t priority_of(const json& pod) {
-  if (pod.contains("spec") && pod["spec"].contains("priority") && pod["spec"]["priority"].is_number_integer())
-    return pod["spec"]["priority"].get<int32_t>();
-  return 0;
-}
-
 }  // namespace
-
-std::vector<queues::Workload> queue_workloads(const queues::Config& config, const std::vector<const json*>& pods,
-                                              std::map<std::string, std::vector<const json*>>* members) {
-  std::map<std::string, queues::Workload> by_id;
-  std::map<std::string, std::vector<const json*>> of;
-  for (const json* p : pods) {
-    if (finished(*p)) continue;
-    const std::string ns = text(*p, {"metadata", "namespace"});
-    const std::string queue = queues::queue_for(config, ns, text(*p, {"metadata", "labels", queues::kQueueLabel}));
-    if (queue.empty()) continue;
-    auto gang = gang_of(*p);
-    const bool in_gang = gang && *gang;
-    const std::string id = in_gang ? "gang:" + (*gang)->key : text(*p, {"metadata", "uid"});
-    auto& w = by_id[id];
-    if (w.id.empty()) {
-      w.id = id;
-      w.name = in_gang ? "gang " + (*gang)->key : ns + "/" + text(*p, {"metadata", "name"});
-      w.queue = queue;
-      w.created = text(*p, {"metadata", "creationTimestamp"});
-      w.priority = priority_of(*p);
-      w.admitted = true;
-    }
-    w.priority = std::max(w.priority, priority_of(*p));
-    w.created = std::min(w.created, text(*p, {"metadata", "creationTimestamp"}));
-    for (const auto& [k, v] : requests_of(config, *p)) w.request[k] += v;
-    if (has_gang_gate(*p, queues::kQueueGate)) w.admitted = false;
-    of[id].push_back(p);
-  }
-  std::vector<queues::Workload> out;
-  for (auto& [id, w] : by_id) out.push_back(std::move(w));
-  if (members != nullptr) *members = std::move(of);
-  return out;
-}
 
 QueueAdmission::QueueAdmission(kube::Client& client, kube::EventRecorder* events, QueueAdmissionOptions o)
     : client_(client), events_(events), opt_(std::move(o)) {}
@@ -145,7 +76,7 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
   const queues::Config empty;
   const queues::Config& config = config_ ? *config_ : empty;
   std::map<std::string, std::vector<const json*>> members;
-  const auto workloads = queue_workloads(config, live, &members);
+  const auto workloads = queues::workloads_of(config, live, &members);
   // Gated pods no queue takes: let go.
   if (config_) {
     std::set<const json*> queued;
@@ -236,12 +167,7 @@ std::string QueueAdmission::metrics_text() const {
       const auto it = usage_.find(q.name);
       for (const auto& x : q.quotas) {
         const queues::Key k{x.resource, x.model};
-        int64_t v = 0;
-        if (it != usage_.end()) {
-          const auto& m = it->second.*pick;
-          if (const auto j = m.find(k); j != m.end()) v = j->second;
-        }
-        series(name, q.name, k, v);
+        series(name, q.name, k, it == usage_.end() ? 0 : queues::amount_of(it->second.*pick, k));
       }
     }
   }

@@ -72,9 +72,4 @@ class QueueAdmission {
   bool config_ok_ = true;
 };
 
-// The workloads of `pods` under `config` (exposed for `kgpu top` and tests): one per pod in a
-// queue, one per gang; `gated(pod)` says whether a pod still waits for queue admission.
-std::vector<queues::Workload> queue_workloads(const queues::Config& config, const std::vector<const nlohmann::json*>& pods,
-                                              std::map<std::string, std::vector<const nlohmann::json*>>* members = nullptr);
-
 }  // namespace kgpu::scheduler

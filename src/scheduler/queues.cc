@@ -9,6 +9,9 @@
 #include <set>
 
 #include "common/yaml_load.h"
+#include "k8s/api/json.h"
+#include "k8s/quantity.h"
+#include "scheduler/gang.h"
 
 namespace kgpu::scheduler::queues {
 
@@ -161,6 +164,44 @@ bool before(const Workload* a, const Workload* b) {
   if (a->priority != b->priority) return a->priority > b->priority;
   if (a->created != b->created) return a->created < b->created;
   return a->id < b->id;
+}
+
+using nlohmann::json;
+using k8s::api::text;
+
+// The pod's requests of the resources `config` has quotas for, by (resource, model).
+Amounts requests_of(const Config& config, const json& pod) {
+  std::set<std::string> resources;
+  for (const auto& q : config.queues)
+    for (const auto& x : q.quotas) resources.insert(x.resource);
+  const std::string model = text(pod, {"spec", "nodeSelector", "nvidia.com/gpu.product"});
+  Amounts out;
+  if (!pod.contains("spec") || !pod["spec"].contains("containers")) return out;
+  for (const auto& c : pod["spec"]["containers"]) {
+    if (!c.is_object() || !c.contains("resources")) continue;
+    const json& res = c["resources"];
+    for (const char* part : {"limits", "requests"}) {
+      if (!res.contains(part) || !res[part].is_object()) continue;
+      for (const auto& [name, v] : res[part].items()) {
+        if (!resources.contains(name)) continue;
+        auto q = v.is_string() ? k8s::Quantity::parse(v.get<std::string>())
+                               : (v.is_number_integer() ? Result<k8s::Quantity>(k8s::Quantity::from_value(v.get<int64_t>()))
+                                                        : Result<k8s::Quantity>(std::unexpected(Error{})));
+        if (!q || q->is_negative()) continue;
+        auto& slot = out[{name, model}];
+        // A container's limit and request of an extended resource are equal; count it once.
+        if (std::string(part) == "requests" && res.contains("limits") && res["limits"].contains(name)) continue;
+        slot += q->value();
+      }
+    }
+  }
+  return out;
+}
+
+int32_t priority_of(const json& pod) {
+  if (pod.contains("spec") && pod["spec"].contains("priority") && pod["spec"]["priority"].is_number_integer())
+    return pod["spec"]["priority"].get<int32_t>();
+  return 0;
 }
 
 }  // namespace
@@ -402,6 +443,39 @@ Decision admit(const Config& c, const std::vector<Workload>& workloads) {
     d.waiting[w.id] = why;
   }
   return d;
+}
+
+std::vector<Workload> workloads_of(const Config& config, const std::vector<const json*>& pods,
+                                   std::map<std::string, std::vector<const json*>>* members) {
+  std::map<std::string, Workload> by_id;
+  std::map<std::string, std::vector<const json*>> of;
+  for (const json* p : pods) {
+    if (pod_finished(*p)) continue;
+    const std::string ns = text(*p, {"metadata", "namespace"});
+    const std::string queue = queue_for(config, ns, text(*p, {"metadata", "labels", kQueueLabel}));
+    if (queue.empty()) continue;
+    auto gang = gang_of(*p);
+    const bool in_gang = gang && *gang;
+    const std::string id = in_gang ? "gang:" + (*gang)->key : text(*p, {"metadata", "uid"});
+    auto& w = by_id[id];
+    if (w.id.empty()) {
+      w.id = id;
+      w.name = in_gang ? "gang " + (*gang)->key : ns + "/" + text(*p, {"metadata", "name"});
+      w.queue = queue;
+      w.created = text(*p, {"metadata", "creationTimestamp"});
+      w.priority = priority_of(*p);
+      w.admitted = true;
+    }
+    w.priority = std::max(w.priority, priority_of(*p));
+    w.created = std::min(w.created, text(*p, {"metadata", "creationTimestamp"}));
+    for (const auto& [k, v] : requests_of(config, *p)) w.request[k] += v;
+    if (has_gang_gate(*p, kQueueGate)) w.admitted = false;
+    of[id].push_back(p);
+  }
+  std::vector<Workload> out;
+  for (auto& [id, w] : by_id) out.push_back(std::move(w));
+  if (members != nullptr) *members = std::move(of);
+  return out;
 }
 
 }  // namespace kgpu::scheduler::queues

@@ -42,6 +42,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/error.h"
 
 namespace kgpu::scheduler::queues {
@@ -81,6 +83,11 @@ Result<Config> parse_config(std::string_view text, const std::string& source);
 // A (resource, model) key and an amount.
 using Key = std::pair<std::string, std::string>;
 using Amounts = std::map<Key, int64_t>;
+// The amount of `k` in `m` (0 when absent).
+inline int64_t amount_of(const Amounts& m, const Key& k) {
+  const auto it = m.find(k);
+  return it == m.end() ? 0 : it->second;
+}
 
 struct Workload {
   std::string id;  // pod uid, or "gang:<ns>/<name>"
@@ -113,5 +120,13 @@ struct Decision {
 // and which admitted ones to evict so that a queue within its nominal quota gets it back. A
 // workload whose victims are chosen is not admitted in this pass (the victims have to leave first).
 Decision admit(const Config& c, const std::vector<Workload>& workloads);
+
+// The workloads of `pods` (Kubernetes JSON) under `c`: one per pod of a queue, one per gang
+// (scheduler/gang.h) of all its members; finished pods left out. A workload is admitted when none
+// of its pods still carries kQueueGate. Requests: the containers' limits (else requests) of the
+// resources the queues have quotas for, under the model the pod's nodeSelector names
+// (nvidia.com/gpu.product). `members`, when given, receives each workload's pods.
+std::vector<Workload> workloads_of(const Config& c, const std::vector<const nlohmann::json*>& pods,
+                                   std::map<std::string, std::vector<const nlohmann::json*>>* members = nullptr);
 
 }  // namespace kgpu::scheduler::queues

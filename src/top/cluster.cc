@@ -101,6 +101,24 @@ Result<Cluster> read_cluster(kube::Client& client, const ReadOptions& o) {
     if (info->terminal() || (info->requests.empty() && info->claims.empty())) continue;
     c.pods.push_back(std::move(*info));
   }
+  if (const auto slash = o.queue_config.find('/'); slash != std::string::npos) {
+    const std::string ns = o.queue_config.substr(0, slash), name = o.queue_config.substr(slash + 1);
+    auto cm = client.get(kube::resources::kConfigMaps, ns, name);
+    if (cm) {
+      const std::string source = fmt::format("ConfigMap {}/{} queues.yaml", ns, name);
+      auto parsed = scheduler::queues::parse_config(k8s::api::text(*cm, {"data", "queues.yaml"}), source);
+      if (parsed) {
+        std::vector<const nlohmann::json*> ptrs;
+        for (const auto& p : *pods) ptrs.push_back(&p);
+        c.queue_usage = scheduler::queues::usage(*parsed, scheduler::queues::workloads_of(*parsed, ptrs));
+        c.queues = std::move(*parsed);
+      } else {
+        c.warnings.push_back("queues not shown: " + parsed.error().message);
+      }
+    } else if (!cm.error().not_found()) {
+      c.warnings.push_back(fmt::format("queues not shown: ConfigMap {}: {}", o.queue_config, cm.error().text()));
+    }
+  }
   kube::ListOptions agents_options;
   agents_options.label_selector = o.agent_selector;
   auto agents = client.list_all(kube::resources::kPods, o.agent_namespace, agents_options);

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "k8s/api/objects.h"
+#include "scheduler/queues.h"
 #include "top/exposition.h"
 #include "top/node_metrics.h"
 
@@ -43,6 +44,10 @@ struct Cluster {
   std::vector<k8s::api::SliceObject> slices;
   std::vector<AgentPod> agents;
   std::vector<std::string> warnings;  // what could not be read (a kind the server lacks, ...)
+  // GPU quota queues (docs/queues.md), when their ConfigMap was read: the config and each queue's
+  // usage (admitted, borrowed, pending) from the pods.
+  std::optional<scheduler::queues::Config> queues;
+  std::map<std::string, scheduler::queues::QueueUsage> queue_usage;
 
   const k8s::api::NodeObject* node(std::string_view name) const;
 };
@@ -60,6 +65,8 @@ struct ReadOptions {
   std::string agent_port_name = "metrics";
   bool quotas = false;
   bool dra = true;  // claims and slices (absent resource.k8s.io/v1: a warning)
+  // The queue ConfigMap "<namespace>/<name>" (key queues.yaml); empty: not read. Absent: no queues.
+  std::string queue_config = "kgpu-system/kgpu-scheduler-queues";
 };
 
 // Lists what the views need. Nodes and pods must be readable; the other kinds are warnings when

@@ -476,6 +476,23 @@ std::vector<NamespaceRow> namespace_rows(const Cluster& c, const Metrics& m) {
       if (!fresh) it->second = std::min(it->second, v);
     }
   }
+  if (c.queues) {
+    for (const auto& q : c.queues->queues)
+      for (const auto& ns : q.namespaces) by_ns[ns].name = ns;
+    for (auto& [ns, row] : by_ns) {
+      row.queue = scheduler::queues::queue_for(*c.queues, ns, "");
+      const auto* q = c.queues->find(row.queue);
+      const auto u = c.queue_usage.find(row.queue);
+      if (q == nullptr || u == c.queue_usage.end()) continue;
+      for (const auto& x : q->quotas) {
+        const scheduler::queues::Key k{x.resource, x.model};
+        const auto at = [&](const scheduler::queues::Amounts& amounts) { return scheduler::queues::amount_of(amounts, k); };
+        row.queue_usage.push_back(fmt::format("{}{} {}/{}, {} borrowed, {} pending", short_resource(x.resource),
+                                              x.model.empty() ? "" : " (" + x.model + ")", at(u->second.used),
+                                              x.nominal, at(u->second.borrowed), at(u->second.pending)));
+      }
+    }
+  }
   std::vector<NamespaceRow> out;
   for (auto& [ns, row] : by_ns) {
     row.util = util[ns].get();
@@ -654,7 +671,9 @@ std::string pods_table(const std::vector<PodRow>& rows, bool all_namespaces, boo
 
 std::string namespaces_table(const std::vector<NamespaceRow>& rows) {
   std::vector<std::vector<std::string>> t;
+  const bool queues = std::ranges::any_of(rows, [](const NamespaceRow& r) { return !r.queue.empty(); });
   t.push_back({"NAME", "PODS", "GPUS", "REQUESTED", "QUOTA", "UTIL", "MEMORY"});
+  if (queues) t.back().push_back("QUEUE");
   for (const auto& r : rows) {
     std::vector<std::string> req, quota;
     for (const auto& [res, n] : r.requested) req.push_back(fmt::format("{} {}", short_resource(res), n));
@@ -668,6 +687,10 @@ std::string namespaces_table(const std::vector<NamespaceRow>& rows) {
     t.push_back({r.name, std::to_string(r.pods), count_text(r.gpu_equiv),
                  req.empty() ? "-" : fmt::format("{}", fmt::join(req, " ")),
                  quota.empty() ? "-" : fmt::format("{}", fmt::join(quota, " ")), num(r.util, "%"), mib(r.mem_used)});
+    if (queues) {
+      t.back().push_back(r.queue.empty() ? "-"
+                                         : fmt::format("{}: {}", r.queue, fmt::join(r.queue_usage, "; ")));
+    }
   }
   return table(t);
 }
@@ -763,6 +786,7 @@ json to_json(const std::vector<NamespaceRow>& rows) {
                    {"quota", r.quota},
                    {"utilPercent", opt(r.util)},
                    {"memoryUsedMiB", opt(r.mem_used)}});
+    if (!r.queue.empty()) out.back()["queue"] = {{"name", r.queue}, {"usage", r.queue_usage}};
   }
   return out;
 }
@@ -901,6 +925,26 @@ Allocations allocations(const Cluster& c) {
       if (row.resource == r) t.replicas = std::max(t.replicas, row.replicas);
     }
   }
+  if (c.queues) {
+    for (const auto& q : c.queues->queues) {
+      const auto u = c.queue_usage.find(q.name);
+      for (const auto& x : q.quotas) {
+        const scheduler::queues::Key key{x.resource, x.model};
+        const auto at = [&](const scheduler::queues::Amounts& amounts) {
+          return scheduler::queues::amount_of(amounts, key);
+        };
+        QueueRow r{q.name, q.cohort, x.resource, x.model, x.nominal};
+        if (u != c.queue_usage.end()) {
+          r.used = at(u->second.used);
+          r.borrowed = at(u->second.borrowed);
+          r.pending = at(u->second.pending);
+          r.admitted = u->second.admitted;
+          r.waiting = u->second.waiting;
+        }
+        out.queues.push_back(std::move(r));
+      }
+    }
+  }
   return out;
 }
 
@@ -934,6 +978,17 @@ std::string allocations_text(const Allocations& a, bool wide) {
   }
   std::string out = table(t);
   out += "\n";
+  if (!a.queues.empty()) {
+    std::vector<std::vector<std::string>> q;
+    q.push_back({"QUEUE", "COHORT", "RESOURCE", "NOMINAL", "USED", "BORROWED", "PENDING", "WORKLOADS"});
+    for (const auto& x : a.queues) {
+      q.push_back({x.queue, x.cohort.empty() ? "-" : x.cohort,
+                   x.model.empty() ? x.resource : x.resource + " (" + x.model + ")", std::to_string(x.nominal),
+                   std::to_string(x.used), std::to_string(x.borrowed), std::to_string(x.pending),
+                   fmt::format("{} admitted, {} pending", x.admitted, x.waiting)});
+    }
+    out += table(q) + "\n";
+  }
   if (a.unusable.empty()) {
     out += "No unusable GPU capacity found.\n";
     return out;
@@ -970,7 +1025,18 @@ json to_json(const Allocations& a) {
     unusable.push_back(
         {{"node", x.node}, {"resource", x.resource}, {"reason", x.reason}, {"count", x.count}, {"detail", x.detail}});
   }
-  return {{"nodes", nodes}, {"cluster", totals}, {"unusable", unusable}};
+  json out = {{"nodes", nodes}, {"cluster", totals}, {"unusable", unusable}};
+  if (!a.queues.empty()) {
+    json queues = json::array();
+    for (const auto& x : a.queues) {
+      queues.push_back({{"queue", x.queue},       {"cohort", x.cohort},   {"resource", x.resource},
+                        {"model", x.model},       {"nominal", x.nominal}, {"used", x.used},
+                        {"borrowed", x.borrowed}, {"pending", x.pending}, {"admitted", x.admitted},
+                        {"waiting", x.waiting}});
+    }
+    out["queues"] = std::move(queues);
+  }
+  return out;
 }
 
 }  // namespace kgpu::top

@@ -70,6 +70,9 @@ struct NamespaceRow {
   std::map<std::string, int64_t> requested;  // by resource, of non-terminal pods (what quota counts)
   std::map<std::string, double> quota;       // hard, by quota key ("requests.nvidia.com/gpu"), the least
   std::optional<double> util, mem_used;
+  // The GPU quota queue its pods go to (docs/queues.md), with the queue's usage: "" when none.
+  std::string queue;
+  std::vector<std::string> queue_usage;  // "nvidia.com/gpu 16/8, 8 borrowed, 4 pending", per quota
 };
 
 std::vector<NodeRow> node_rows(const Cluster& c, const Metrics& m);
@@ -106,10 +109,18 @@ struct Unusable {
   double count = 0;                    // units of `resource` (fragmented: free replicas)
   std::string detail;
 };
+// One quota of a GPU quota queue (docs/queues.md) and its usage.
+struct QueueRow {
+  std::string queue, cohort, resource, model;
+  int64_t nominal = 0, used = 0, borrowed = 0, pending = 0;
+  size_t admitted = 0, waiting = 0;  // workloads of the queue
+};
+
 struct Allocations {
   std::vector<AllocationRow> rows;
   std::vector<Unusable> unusable;
   std::map<std::string, AllocationRow> totals;  // by resource, node ""
+  std::vector<QueueRow> queues;                 // when the queue ConfigMap was read
 };
 Allocations allocations(const Cluster& c);
 std::string allocations_text(const Allocations& a, bool wide);

@@ -29,7 +29,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
+from kgpu_procs import kgpu, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -285,6 +285,21 @@ clusterQueues:
         c.wait_for(lambda: any("queue team-a" in e.get("note", "") for e in
                                c.get("/apis/events.k8s.io/v1/namespaces/qa/events")["items"]
                                if e.get("reason") == "QueueWaiting"), 30, "team-a's next pod waiting under the old config")
+        rc, out, err = kgpu(build, "top", "namespaces", kubeconfig=c.kubeconfig)
+        check("queues not shown: ConfigMap kgpu-system/kgpu-scheduler-queues queues.yaml:6:" in err,
+              "kgpu top says why it shows no queues while the config does not parse", err)
+        c.patch("/api/v1/namespaces/kgpu-system/configmaps/kgpu-scheduler-queues", {"data": {"queues.yaml": queues_yaml}})
+        rc, out, err = kgpu(build, "top", "namespaces", "-o", "json", kubeconfig=c.kubeconfig)
+        rows = {r["name"]: r for r in json.loads(out)} if out.strip().startswith("[") else {}
+        check(rows.get("qa", {}).get("queue") == {"name": "team-a", "usage": ["gpu 8/8, 0 borrowed, 4 pending"]} and
+              rows.get("qb", {}).get("queue", {}).get("usage") == ["gpu 8/8, 0 borrowed, 0 pending"],
+              "kgpu top namespaces shows each namespace's queue: used of nominal, borrowed, pending",
+              {k: v.get("queue") for k, v in rows.items()} if rows else out + err)
+        rc, out, err = kgpu(build, "allocations", "-o", "json", kubeconfig=c.kubeconfig)
+        queues = {q["queue"]: q for q in json.loads(out).get("queues", [])} if rc == 0 else {}
+        check(queues.get("team-a", {}).get("pending") == 4 and queues.get("team-a", {}).get("admitted") == 1 and
+              queues.get("team-b", {}).get("used") == 8 and queues.get("team-b", {}).get("cohort") == "lab",
+              "kgpu allocations lists the queues with used, borrowed and pending", queues or out + err)
         rbac_refusals(check, c)
 
 
