@@ -69,7 +69,12 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
     const std::string uid = text(p, {"metadata", "uid"});
     listed.insert(uid);
     if (finished(p) || evicted_.contains(uid)) continue;
-    auto g = gang_of(p);
+    const std::string rv = text(p, {"metadata", "resourceVersion"});
+    auto cached = gang_of_.find(uid);
+    if (cached == gang_of_.end() || rv.empty() || cached->second.first != rv) {
+      cached = gang_of_.insert_or_assign(uid, std::make_pair(rv, gang_of(p))).first;
+    }
+    const auto& g = cached->second.second;
     if (!g) {
       invalid.insert(uid);
       if (said_[uid] != g.error().message) {
@@ -223,6 +228,7 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
     log::info("gang reserved", {log::kv("gang", key), log::kv("members", pending.size())});
   }
   std::erase_if(evicted_, [&](const std::string& uid) { return !listed.contains(uid); });
+  std::erase_if(gang_of_, [&](const auto& kv) { return !listed.contains(kv.first); });
   // Forget what was told about gangs and pods no longer there.
   for (auto it = said_.begin(); it != said_.end();) {
     if (!gangs.contains(it->first) && !invalid.contains(it->first)) {

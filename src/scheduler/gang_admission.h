@@ -32,6 +32,7 @@
 
 #include "apiclient/informer.h"
 #include "common/clock.h"
+#include "scheduler/gang.h"
 #include "scheduler/scheduler.h"
 
 namespace kgpu::kube {
@@ -76,6 +77,8 @@ class GangAdmission {
   std::map<std::string, Reservation> gangs_;
   std::map<std::string, std::string> said_;  // gang (or pod uid for a bad pod) -> the last reason told
   std::set<std::string> evicted_;  // uids this evicted: no longer members, until the informer drops them
+  // gang_of by pod uid, while its resourceVersion stays: rounds read again only changed pods.
+  std::map<std::string, std::pair<std::string, Result<std::optional<GangRef>>>> gang_of_;
 };
 
 }  // namespace kgpu::scheduler

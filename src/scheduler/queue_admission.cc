@@ -52,6 +52,7 @@ void QueueAdmission::reload() {
   }
   config_error_.clear();
   config_ = std::move(*parsed);
+  facts_.clear();
   log::info("queues: config loaded", {log::kv("queues", config_->queues.size())});
 }
 
@@ -76,7 +77,8 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
   const queues::Config empty;
   const queues::Config& config = config_ ? *config_ : empty;
   std::map<std::string, std::vector<const json*>> members;
-  const auto workloads = queues::workloads_of(config, live, &members);
+  facts_.keep_only(listed);
+  const auto workloads = queues::workloads_of(config, live, &members, &facts_);
   // Gated pods no queue takes: let go.
   if (config_) {
     std::set<const json*> queued;
@@ -129,8 +131,8 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
   }
   for (const auto& [id, why] : d.waiting) {
     out.waiting[id] = why;
-    if (said_[id] == why) continue;
-    said_[id] = why;
+    // Once per wait: the numbers in the reason change with every admission around it.
+    if (!said_.emplace(id, why).second) continue;
     for (const json* p : members[id]) event(*p, false, "QueueWaiting", why);
   }
   std::erase_if(said_, [&](const auto& kv) { return !by_id.contains(kv.first); });

@@ -10,7 +10,7 @@
 //   - workloads: admitted = no member gated any more; pending = the others; finished pods leave;
 //   - queues::admit decides: admitted workloads lose their gate (QueueAdmitted Event), reclaimed
 //     ones are evicted whole through the Eviction API (QueueReclaimed, naming the queue they make
-//     room for), the others wait (QueueWaiting once per reason);
+//     room for), the others wait (QueueWaiting once per wait);
 //   - a gated pod that no queue takes is let go (its gate removed, QueueNone): never stuck.
 // Gangs wait for queue admission before gang admission plans them (gang_admission.h).
 //
@@ -66,6 +66,7 @@ class QueueAdmission {
   std::string config_error_;
   std::map<std::string, std::string> said_;  // workload id -> last reason told
   std::set<std::string> evicted_;            // pod uids evicted, until the informer drops them
+  queues::PodFactsCache facts_;              // cleared when the config changes
   mutable std::mutex mu_;                    // guards usage_ and config_ok_ for metrics_text()
   std::map<std::string, queues::QueueUsage> usage_;
   std::optional<queues::Config> metrics_config_;

@@ -366,7 +366,11 @@ std::map<std::string, QueueUsage> usage(const Config& c, const std::vector<Workl
 Decision admit(const Config& c, const std::vector<Workload>& workloads) {
   Decision d;
   State st{c, {}};
-  std::map<std::string, std::vector<const Workload*>> pending;
+  // Queues by index: the pick below runs once per pending workload over every queue.
+  std::vector<const ClusterQueue*> qs;
+  for (const auto& q : c.queues) qs.push_back(&q);
+  std::vector<std::vector<const Workload*>> pending(qs.size());
+  std::vector<size_t> next(qs.size(), 0);  // index of each queue's head
   std::vector<const Workload*> admitted;
   for (const auto& w : workloads) {
     const ClusterQueue* q = c.find(w.queue);
@@ -378,30 +382,30 @@ Decision admit(const Config& c, const std::vector<Workload>& workloads) {
       st.add(*q, w, +1);
       admitted.push_back(&w);
     } else {
-      pending[q->name].push_back(&w);
+      pending[static_cast<size_t>(q - c.queues.data())].push_back(&w);
     }
   }
-  for (auto& [name, list] : pending) std::ranges::sort(list, before);
+  for (auto& list : pending) std::ranges::sort(list, before);
+  std::vector<double> share(qs.size());
+  for (size_t i = 0; i < qs.size(); ++i) share[i] = st.share(*qs[i]);
   std::set<std::string> victims_taken;
-  std::map<std::string, size_t> next;  // queue -> index of its head
   for (;;) {
     // The head of the queue with the lowest weighted dominant share.
-    const ClusterQueue* pick = nullptr;
-    double best = 0;
-    for (const auto& [name, list] : pending) {
-      if (next[name] >= list.size()) continue;
-      const ClusterQueue* q = c.find(name);
-      const double s = st.share(*q);
-      if (pick == nullptr || s < best || (s == best && before(list[next[name]], pending[pick->name][next[pick->name]]))) {
-        pick = q;
-        best = s;
+    size_t pick_i = qs.size();
+    for (size_t i = 0; i < qs.size(); ++i) {
+      if (next[i] >= pending[i].size()) continue;
+      if (pick_i == qs.size() || share[i] < share[pick_i] ||
+          (share[i] == share[pick_i] && before(pending[i][next[i]], pending[pick_i][next[pick_i]]))) {
+        pick_i = i;
       }
     }
-    if (pick == nullptr) break;
-    const Workload& w = *pending[pick->name][next[pick->name]++];
+    if (pick_i == qs.size()) break;
+    const ClusterQueue* pick = qs[pick_i];
+    const Workload& w = *pending[pick_i][next[pick_i]++];
     std::string why = st.why_not(*pick, w);
     if (why.empty()) {
       st.add(*pick, w, +1);
+      share[pick_i] = st.share(*pick);
       d.admit.push_back(w.id);
       continue;
     }
@@ -431,6 +435,7 @@ Decision admit(const Config& c, const std::vector<Workload>& workloads) {
       if (!chosen.empty() && trial.why_not(*pick, w).empty()) {
         st.used = std::move(trial.used);
         st.add(*pick, w, +1);  // held for it while the victims leave
+        for (size_t i = 0; i < qs.size(); ++i) share[i] = st.share(*qs[i]);
         for (const Workload* v : chosen) {
           victims_taken.insert(v->id);
           d.evict[w.id].push_back(v->id);
@@ -445,34 +450,69 @@ Decision admit(const Config& c, const std::vector<Workload>& workloads) {
   return d;
 }
 
+namespace {
+
+PodFacts facts_of(const Config& config, const json& pod) {
+  PodFacts f;
+  f.resource_version = text(pod, {"metadata", "resourceVersion"});
+  f.ns = text(pod, {"metadata", "namespace"});
+  f.name = text(pod, {"metadata", "name"});
+  f.uid = text(pod, {"metadata", "uid"});
+  f.created = text(pod, {"metadata", "creationTimestamp"});
+  f.queue_label = text(pod, {"metadata", "labels", kQueueLabel});
+  f.finished = pod_finished(pod);
+  if (auto gang = gang_of(pod); gang && *gang) f.gang_key = (*gang)->key;
+  f.priority = priority_of(pod);
+  f.request = requests_of(config, pod);
+  f.queue_gated = has_gang_gate(pod, kQueueGate);
+  return f;
+}
+
+}  // namespace
+
+const PodFacts& PodFactsCache::get(const Config& c, const json& pod) {
+  const std::string uid = text(pod, {"metadata", "uid"});
+  const std::string rv = text(pod, {"metadata", "resourceVersion"});
+  auto it = facts_.find(uid);
+  if (it == facts_.end() || rv.empty() || it->second.resource_version != rv) {
+    it = facts_.insert_or_assign(uid, facts_of(c, pod)).first;
+  }
+  return it->second;
+}
+
+void PodFactsCache::keep_only(const std::set<std::string>& uids) {
+  std::erase_if(facts_, [&](const auto& kv) { return !uids.contains(kv.first); });
+}
+
 std::vector<Workload> workloads_of(const Config& config, const std::vector<const json*>& pods,
-                                   std::map<std::string, std::vector<const json*>>* members) {
+                                   std::map<std::string, std::vector<const json*>>* members, PodFactsCache* cache) {
   std::map<std::string, Workload> by_id;
   std::map<std::string, std::vector<const json*>> of;
+  PodFacts scratch;
   for (const json* p : pods) {
-    if (pod_finished(*p)) continue;
-    const std::string ns = text(*p, {"metadata", "namespace"});
-    const std::string queue = queue_for(config, ns, text(*p, {"metadata", "labels", kQueueLabel}));
+    const PodFacts& f = cache != nullptr ? cache->get(config, *p) : (scratch = facts_of(config, *p));
+    if (f.finished) continue;
+    const std::string queue = queue_for(config, f.ns, f.queue_label);
     if (queue.empty()) continue;
-    auto gang = gang_of(*p);
-    const bool in_gang = gang && *gang;
-    const std::string id = in_gang ? "gang:" + (*gang)->key : text(*p, {"metadata", "uid"});
+    const bool in_gang = !f.gang_key.empty();
+    const std::string id = in_gang ? "gang:" + f.gang_key : f.uid;
     auto& w = by_id[id];
     if (w.id.empty()) {
       w.id = id;
-      w.name = in_gang ? "gang " + (*gang)->key : ns + "/" + text(*p, {"metadata", "name"});
+      w.name = in_gang ? "gang " + f.gang_key : f.ns + "/" + f.name;
       w.queue = queue;
-      w.created = text(*p, {"metadata", "creationTimestamp"});
-      w.priority = priority_of(*p);
+      w.created = f.created;
+      w.priority = f.priority;
       w.admitted = true;
     }
-    w.priority = std::max(w.priority, priority_of(*p));
-    w.created = std::min(w.created, text(*p, {"metadata", "creationTimestamp"}));
-    for (const auto& [k, v] : requests_of(config, *p)) w.request[k] += v;
-    if (has_gang_gate(*p, kQueueGate)) w.admitted = false;
-    of[id].push_back(p);
+    w.priority = std::max(w.priority, f.priority);
+    w.created = std::min(w.created, f.created);
+    for (const auto& [k, v] : f.request) w.request[k] += v;
+    if (f.queue_gated) w.admitted = false;
+    if (members != nullptr) of[id].push_back(p);
   }
   std::vector<Workload> out;
+  out.reserve(by_id.size());
   for (auto& [id, w] : by_id) out.push_back(std::move(w));
   if (members != nullptr) *members = std::move(of);
   return out;

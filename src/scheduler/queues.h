@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -126,7 +127,27 @@ Decision admit(const Config& c, const std::vector<Workload>& workloads);
 // of its pods still carries kQueueGate. Requests: the containers' limits (else requests) of the
 // resources the queues have quotas for, under the model the pod's nodeSelector names
 // (nvidia.com/gpu.product). `members`, when given, receives each workload's pods.
+// What workloads_of reads of one pod, kept by PodFactsCache between rounds.
+struct PodFacts {
+  std::string resource_version;
+  std::string ns, name, uid, created, queue_label, gang_key;  // gang_key "" when not in a gang
+  int32_t priority = 0;
+  Amounts request;
+  bool finished = false, queue_gated = false;
+};
+// Per-pod facts by uid, valid while the pod's resourceVersion and the config stay the same: a round
+// over 15,000 pods reads again only those that changed. Not thread-safe; one per caller.
+class PodFactsCache {
+ public:
+  const PodFacts& get(const Config& c, const nlohmann::json& pod);
+  void clear() { facts_.clear(); }                // the config changed
+  void keep_only(const std::set<std::string>& uids);  // forget pods no longer listed
+ private:
+  std::map<std::string, PodFacts> facts_;
+};
+
 std::vector<Workload> workloads_of(const Config& c, const std::vector<const nlohmann::json*>& pods,
-                                   std::map<std::string, std::vector<const nlohmann::json*>>* members = nullptr);
+                                   std::map<std::string, std::vector<const nlohmann::json*>>* members = nullptr,
+                                   PodFactsCache* cache = nullptr);
 
 }  // namespace kgpu::scheduler::queues
