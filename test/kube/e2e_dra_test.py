@@ -18,11 +18,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import allocated_claim, eventually, kgpu, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
+from kgpu_procs import allocated_claim, dra_peer, eventually, kgpu, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
-PEER = os.path.join(build, "test/kubelet-dra-peer")
 NODES = ["dra-a", "dra-b"]
 NS = "team-dra"
 DRIVER = "gpu.nvidia.com"
@@ -30,8 +29,7 @@ RES = "/apis/resource.k8s.io/v1"
 
 
 def peer(*args):
-    r = subprocess.run([PEER, *args], capture_output=True, text=True, timeout=60)
-    return r.returncode, (json.loads(r.stdout) if r.returncode == 0 else r.stderr)
+    return dra_peer(build, *args)
 
 
 def body(check):

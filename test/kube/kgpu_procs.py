@@ -238,3 +238,13 @@ def allocated_claim(cluster, ns, pod):
         return None
     claim = cluster.get(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{st[0]['resourceClaimName']}")
     return claim if claim.get("status", {}).get("allocation") else None
+
+
+def dra_peer(build, *args):
+    """test/kubelet-dra-peer (the kubelet's side of a DRA driver): (exit status, its JSON answer or
+    its error text)."""
+    import json
+    import subprocess
+    r = subprocess.run([os.path.join(build, "test/kubelet-dra-peer"), *args], capture_output=True, text=True,
+                       timeout=60)
+    return r.returncode, (json.loads(r.stdout) if r.returncode == 0 else r.stderr)

@@ -76,13 +76,7 @@ json node(const std::string& name, int gpus) {
   return kgpu::testing::report_node(name, gpus, "nvidia.com/gpu", 1, {}, "64", "512Gi");
 }
 
-ExtenderArgs args_for(const json& p, const std::vector<std::string>& nodes) {
-  ExtenderArgs a;
-  a.pod = p;
-  a.set_node_names({nodes.begin(), nodes.end()});
-  a.names_only = true;
-  return a;
-}
+using kgpu::testing::args_for;
 
 json kueue_member(const std::string& name, const std::string& group, int total, int gpus) {
   return member(name, {{"kueue.x-k8s.io/pod-group-name", group}}, {{"kueue.x-k8s.io/pod-group-total-count", std::to_string(total)}},

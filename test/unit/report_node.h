@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "k8s/gpu_assignment.h"
+#include "scheduler/extender.h"
 
 namespace kgpu::testing {
 
@@ -31,6 +32,15 @@ inline nlohmann::json report_node(const std::string& name, int gpus, const std::
       {"kind", "Node"},
       {"metadata", {{"name", name}, {"annotations", {{k8s::kAnnotationNodeGpus, k8s::format_node_report(r)}}}}},
       {"status", {{"allocatable", {{"cpu", cpu}, {"memory", memory}}}}}};
+}
+
+// kube-scheduler's ExtenderArgs for `pod` over `nodes` (names only, as with nodeCacheCapable).
+inline scheduler::ExtenderArgs args_for(const nlohmann::json& pod, const std::vector<std::string>& nodes) {
+  scheduler::ExtenderArgs a;
+  a.pod = pod;
+  a.set_node_names({nodes.begin(), nodes.end()});
+  a.names_only = true;
+  return a;
 }
 
 }  // namespace kgpu::testing

@@ -142,13 +142,7 @@ json pod(const std::string& name, int units, const std::string& node = "", const
   return p;
 }
 
-ExtenderArgs args_for(const json& p, const std::vector<std::string>& nodes) {
-  ExtenderArgs a;
-  a.pod = p;
-  a.set_node_names({nodes.begin(), nodes.end()});
-  a.names_only = true;
-  return a;
-}
+using kgpu::testing::args_for;
 
 class Model : public ::testing::Test {
  protected:
