@@ -11,6 +11,7 @@
 #include "prom/client.h"
 #include "top/cluster.h"
 #include "top/prometheus_source.h"
+#include "top/allocations.h"
 #include "top/views.h"
 
 namespace kgpu::cli {

@@ -1,6 +1,6 @@
-// The rows of `kgpu top nodes|pods|namespaces` and `kgpu allocations`, computed from the cluster
-// (src/top/cluster.h) and each node's metrics, and their renderings (aligned text as kubectl
-// prints, or JSON). docs/top.md says what every column means.
+// The rows of `kgpu top nodes|pods|namespaces`, computed from the cluster (src/top/cluster.h) and
+// each node's metrics (views.cc), and their renderings (render.cc: aligned text as kubectl prints,
+// or JSON). `kgpu allocations` is top/allocations.h. docs/top.md says what every column means.
 //
 // Conventions: a reading nobody reported is nullopt, shown "-" and null, never 0. Utilization is
 // DCGM_FI_DEV_GPU_UTIL (% of time a kernel ran); GR-ACTIVE and TENSOR are the profiling ratios
@@ -92,38 +92,5 @@ std::string namespaces_table(const std::vector<NamespaceRow>& rows);
 nlohmann::json to_json(const std::vector<NodeRow>& rows);
 nlohmann::json to_json(const std::vector<PodRow>& rows);
 nlohmann::json to_json(const std::vector<NamespaceRow>& rows);
-
-// `kgpu allocations`.
-struct AllocationRow {
-  std::string node, resource;  // resource "dra:<driver>" for DRA devices
-  int64_t capacity = 0, allocatable = 0, requested = 0;
-  int replicas = 1;
-  struct Holder {
-    std::string ns, pod;
-    int64_t count = 0;
-  };
-  std::vector<Holder> holders;
-};
-struct Unusable {
-  std::string node, resource, reason;  // reason: unhealthy, cordoned, not-ready, fragmented, not-advertised
-  double count = 0;                    // units of `resource` (fragmented: free replicas)
-  std::string detail;
-};
-// One quota of a GPU quota queue (docs/queues.md) and its usage.
-struct QueueRow {
-  std::string queue, cohort, resource, model;
-  int64_t nominal = 0, used = 0, borrowed = 0, pending = 0;
-  size_t admitted = 0, waiting = 0;  // workloads of the queue
-};
-
-struct Allocations {
-  std::vector<AllocationRow> rows;
-  std::vector<Unusable> unusable;
-  std::map<std::string, AllocationRow> totals;  // by resource, node ""
-  std::vector<QueueRow> queues;                 // when the queue ConfigMap was read
-};
-Allocations allocations(const Cluster& c);
-std::string allocations_text(const Allocations& a, bool wide);
-nlohmann::json to_json(const Allocations& a);
 
 }  // namespace kgpu::top

@@ -11,6 +11,7 @@
 #include "k8s/gpu_assignment.h"
 #include "scheduler/scheduler.h"
 #include "top/cluster.h"
+#include "top/allocations.h"
 #include "top/views.h"
 
 namespace kgpu {

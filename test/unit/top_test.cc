@@ -9,6 +9,7 @@
 #include "top/cluster.h"
 #include "top/exposition.h"
 #include "top/node_metrics.h"
+#include "top/allocations.h"
 #include "top/views.h"
 
 namespace kgpu::top {
