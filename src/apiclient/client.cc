@@ -155,6 +155,13 @@ Client::Client(RestConfig config, ClientOptions options)
 
 Client::~Client() = default;
 
+Result<std::unique_ptr<Client>> Client::connect(const LoadOptions& options, std::string user_agent) {
+  auto config = load_config(options);
+  if (!config) return std::unexpected(config.error());
+  config->user_agent = std::move(user_agent);
+  return create(std::move(*config));
+}
+
 Result<std::unique_ptr<Client>> Client::create(RestConfig config, ClientOptions options) {
   static CurlGlobal global;
   if (config.server.empty()) return fail(ErrorCode::kInvalidArgument, "no API server URL");

@@ -117,6 +117,9 @@ struct ClientOptions {
 class Client {
  public:
   static Result<std::unique_ptr<Client>> create(RestConfig config, ClientOptions options = {});
+  // load_config(options) with `user_agent`, then create(): how a command reaches the API. Errors
+  // say which step failed.
+  static Result<std::unique_ptr<Client>> connect(const LoadOptions& options, std::string user_agent);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

@@ -63,13 +63,7 @@ Result<mig::ConfigFile> load(const Flags& fl, const NodeFacts& f) {
 int run_plan(const Flags& fl) {
   kube::LoadOptions lo;
   lo.kubeconfig = fl.kubeconfig;
-  auto config = kube::load_config(lo);
-  if (!config) {
-    std::cerr << "kgpu mig plan: " << config.error().message << "\n";
-    return 2;
-  }
-  config->user_agent = "kgpu-mig-plan";
-  auto client = kube::Client::create(*config);
+  auto client = kube::Client::connect(lo, "kgpu-mig-plan");
   if (!client) {
     std::cerr << "kgpu mig plan: " << client.error().message << "\n";
     return 2;

@@ -63,13 +63,7 @@ int run_validate_command() {
     }
     kube::LoadOptions lo;
     lo.kubeconfig = f.kubeconfig;
-    auto config = kube::load_config(lo);
-    if (!config) {
-      std::cerr << "kgpu validate: API access: " << config.error().message << "\n";
-      return 2;
-    }
-    config->user_agent = "kgpu-validate";
-    auto c = kube::Client::create(*config);
+    auto c = kube::Client::connect(lo, "kgpu-validate");
     if (!c) {
       std::cerr << "kgpu validate: API access: " << c.error().message << "\n";
       return 2;
