@@ -14,13 +14,12 @@ Usage: bench/mig_bench.py BUILD_DIR [--rounds 12] [--json OUT]
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "kube"))
 from cluster import Cluster  # noqa: E402
-from kgpu_procs import agent_port, start_agent  # noqa: E402
+from kgpu_procs import agent_port, start_agent, timing_summary  # noqa: E402
 
 NODE = "gpu-m"
 CYCLE = ["all-1g.10gb", "all-3g.40gb", "all-7g.80gb", "all-balanced"]
@@ -66,9 +65,7 @@ def main():
             times.append(apply(name))
             print(f"round {k}: {name}: {times[-1] * 1000:.0f} ms", flush=True)
         result = {"gpus": 8, "rounds": args.rounds, "mode_change_ms": round(mode * 1000, 1),
-                  "label_to_success": {"min_ms": round(min(times) * 1000, 1),
-                                       "median_ms": round(statistics.median(times) * 1000, 1),
-                                       "max_ms": round(max(times) * 1000, 1)}}
+                  "label_to_success": timing_summary(times)}
         print(json.dumps(result), flush=True)
         if args.json:
             with open(args.json, "w") as f:

@@ -17,7 +17,6 @@ Usage: bench/remediation_bench.py BUILD_DIR [--rounds 16] [--interval-ms 200] [-
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import urllib.error
@@ -26,7 +25,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "kube"))
 from cluster import CONTROLLERS, Cluster  # noqa: E402
-from kgpu_procs import agent_port, start_agent  # noqa: E402
+from kgpu_procs import agent_port, start_agent, timing_summary  # noqa: E402
 
 NS = "bench"
 
@@ -112,11 +111,8 @@ def main():
             backs.append(t_back - t1)
             print(f"round {k}: GPU {gpu}: out {outs[-1] * 1000:.0f} ms, back {backs[-1] * 1000:.0f} ms", flush=True)
 
-        def summary(xs):
-            return {"min_ms": round(min(xs) * 1000, 1), "median_ms": round(statistics.median(xs) * 1000, 1),
-                    "max_ms": round(max(xs) * 1000, 1)}
-        result = {"rounds": args.rounds, "interval_ms": args.interval_ms, "xid_to_out_of_service": summary(outs),
-                  "fix_to_in_service": summary(backs)}
+        result = {"rounds": args.rounds, "interval_ms": args.interval_ms, "xid_to_out_of_service": timing_summary(outs),
+                  "fix_to_in_service": timing_summary(backs)}
         print(json.dumps(result), flush=True)
         if args.json:
             with open(args.json, "w") as f:

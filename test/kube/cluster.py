@@ -537,6 +537,17 @@ def shipped_scheduler_config(name="main-scheduler-extender.yaml"):
     raise ValueError(f"deploy/scheduler/{name}: no KubeSchedulerConfiguration")
 
 
+def kgpu_allocator_config():
+    """deploy/scheduler/second-scheduler.yaml's profile sending every pod to kgpu, with
+    kube-scheduler's DynamicResources plugin off: DRA claims allocated by kgpu's allocator alone."""
+    cfg = shipped_scheduler_config("second-scheduler.yaml")
+    for e in cfg["extenders"]:
+        e.pop("managedResources", None)
+    for p in cfg["profiles"]:
+        p["plugins"] = {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}}
+    return cfg
+
+
 def main():
     import argparse
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
+from cluster import SOURCE, Cluster, kgpu_allocator_config, shipped_scheduler_config  # noqa: E402
 from kgpu_procs import allocated_claim, dra_peer, eventually, kgpu, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
@@ -116,13 +116,8 @@ def body(check):
 
         # (b) kgpu's allocator: the kgpu-scheduler profile (deploy/scheduler/second-scheduler.yaml)
         # sends every pod to kgpu and leaves DynamicResources off.
-        cfg = shipped_scheduler_config("second-scheduler.yaml")
-        for e in cfg["extenders"]:
-            e.pop("managedResources", None)
-        for p in cfg["profiles"]:
-            p["plugins"] = {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}}
         c.procs.pop("kube-scheduler").stop()
-        c.start_scheduler(cfg, url)
+        c.start_scheduler(kgpu_allocator_config(), url)
         dra_pod("by-kgpu", scheduler="kgpu-scheduler")
         got = c.wait_for(lambda: placed("by-kgpu"), 90, "kgpu scheduler's allocation and bind")
         prepared("kgpu's allocation", *got)

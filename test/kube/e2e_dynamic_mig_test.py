@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
+from cluster import SOURCE, Cluster, kgpu_allocator_config, shipped_scheduler_config  # noqa: E402
 from kgpu_procs import allocated_claim, dra_peer, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
@@ -187,13 +187,8 @@ def body(check):
         check(rc == 0 and not out["error"], "prepare creates that 1g.10gb instance", out)
 
         # --- kgpu's allocator: the same counters ------------------------------------------------------
-        cfg = shipped_scheduler_config("second-scheduler.yaml")
-        for e in cfg["extenders"]:
-            e.pop("managedResources", None)
-        for p in cfg["profiles"]:
-            p["plugins"] = {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}}
         c.procs.pop("kube-scheduler").stop()
-        c.start_scheduler(cfg, url)
+        c.start_scheduler(kgpu_allocator_config(), url)
         mig_pod("b-1g", "1g.10gb", scheduler="kgpu-scheduler")
         c1 = c.wait_for(lambda: claim_of("b-1g"), 90, "kgpu scheduler's allocation of a 1g.10gb claim")
         start = int(device_of(c1).rsplit("-", 1)[1])

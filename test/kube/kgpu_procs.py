@@ -248,3 +248,10 @@ def dra_peer(build, *args):
     r = subprocess.run([os.path.join(build, "test/kubelet-dra-peer"), *args], capture_output=True, text=True,
                        timeout=60)
     return r.returncode, (json.loads(r.stdout) if r.returncode == 0 else r.stderr)
+
+
+def timing_summary(seconds):
+    """{"min_ms", "median_ms", "max_ms"} of a list of durations in seconds (the benches' JSON)."""
+    import statistics
+    return {"min_ms": round(min(seconds) * 1000, 1), "median_ms": round(statistics.median(seconds) * 1000, 1),
+            "max_ms": round(max(seconds) * 1000, 1)}
