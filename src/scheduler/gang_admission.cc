@@ -20,8 +20,6 @@ using nlohmann::json;
 
 using k8s::api::text;
 
-bool finished(const json& pod) { return pod_finished(pod); }
-
 struct Members {
   GangRef ref;
   std::vector<const json*> pods;
@@ -68,7 +66,7 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
     const json& p = *ref;
     const std::string uid = text(p, {"metadata", "uid"});
     listed.insert(uid);
-    if (finished(p) || evicted_.contains(uid)) continue;
+    if (pod_finished(p) || evicted_.contains(uid)) continue;
     const std::string rv = text(p, {"metadata", "resourceVersion"});
     auto cached = gang_of_.find(uid);
     if (cached == gang_of_.end() || rv.empty() || cached->second.first != rv) {

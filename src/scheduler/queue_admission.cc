@@ -18,14 +18,15 @@ using nlohmann::json;
 
 using k8s::api::text;
 
-bool finished(const json& pod) { return pod_finished(pod); }
-
 }  // namespace
 
 QueueAdmission::QueueAdmission(kube::Client& client, kube::EventRecorder* events, QueueAdmissionOptions o)
     : client_(client), events_(events), opt_(std::move(o)) {}
 
 void QueueAdmission::reload() {
+  const auto now = opt_.clock->steady_now();
+  if (config_read_at_ && now - *config_read_at_ < opt_.config_interval) return;
+  config_read_at_ = now;
   auto cm = client_.get(kube::resources::kConfigMaps, opt_.config_namespace, opt_.config_name);
   if (!cm) {
     if (!cm.error().not_found()) log::warn("queues: reading the config failed", {log::kv("error", cm.error().text())});
@@ -84,7 +85,7 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
     std::set<const json*> queued;
     for (const auto& [id, ps] : members) queued.insert(ps.begin(), ps.end());
     for (const json* p : live) {
-      if (finished(*p) || queued.contains(p) || !has_gang_gate(*p, queues::kQueueGate)) continue;
+      if (pod_finished(*p) || queued.contains(p) || !has_gang_gate(*p, queues::kQueueGate)) continue;
       if (remove_scheduling_gate(client_, *p, queues::kQueueGate)) {
         event(*p, false, "QueueNone", "in no queue of " + opt_.config_name + ": admitted without quota");
       }

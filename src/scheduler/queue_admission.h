@@ -4,9 +4,9 @@
 // A pod in a queue (its namespace's LocalQueue named by kueue.x-k8s.io/queue-name, or a namespace
 // a ClusterQueue lists) is created behind the scheduling gate kgpu.io/queue (the chart's
 // MutatingAdmissionPolicy); a gang is one workload of all its members. Each round:
-//   - the config is read again when the ConfigMap changed; a config that does not parse keeps the
-//     last good one (a Warning Event on the ConfigMap names the line and field; none ever read:
-//     nothing is admitted, the pods wait);
+//   - the ConfigMap is read at most every `config_interval` and parsed again when it changed; a
+//     config that does not parse keeps the last good one (a Warning Event on the ConfigMap names
+//     the line and field; none ever read: nothing is admitted, the pods wait);
 //   - workloads: admitted = no member gated any more; pending = the others; finished pods leave;
 //   - queues::admit decides: admitted workloads lose their gate (QueueAdmitted Event), reclaimed
 //     ones are evicted whole through the Eviction API (QueueReclaimed, naming the queue they make
@@ -17,6 +17,7 @@
 // Thread safety: round() from one thread at a time; metrics_text() from any.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "apiclient/informer.h"
+#include "common/clock.h"
 #include "scheduler/queues.h"
 
 namespace kgpu::kube {
@@ -37,6 +39,9 @@ namespace kgpu::scheduler {
 struct QueueAdmissionOptions {
   std::string config_namespace = "kgpu-system";
   std::string config_name = "kgpu-queues";
+  // The ConfigMap is read again at most this often (rounds run every few hundred ms).
+  std::chrono::milliseconds config_interval{2'000};
+  Clock* clock = &Clock::real();
 };
 
 struct QueueRound {
@@ -63,6 +68,7 @@ class QueueAdmission {
   QueueAdmissionOptions opt_;
   std::optional<queues::Config> config_;
   std::string config_version_;  // resourceVersion of the ConfigMap read
+  std::optional<Clock::SteadyTime> config_read_at_;
   std::string config_error_;
   std::map<std::string, std::string> said_;  // workload id -> last reason told
   std::set<std::string> evicted_;            // pod uids evicted, until the informer drops them

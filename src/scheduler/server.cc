@@ -231,8 +231,9 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
         if (std::chrono::steady_clock::now() < next) continue;
         next = std::chrono::steady_clock::now() + o.gang_interval;
         if (!leading || !nodes.synced() || !pods.synced()) continue;
-        if (queue_admission) queue_admission->round(pods.list());
-        gang_admission->round(pods.list());
+        const auto listed = pods.list();  // one snapshot for both rounds
+        if (queue_admission) queue_admission->round(listed);
+        gang_admission->round(listed);
       }
     });
   }
