@@ -81,6 +81,9 @@ Key quota_key(const ClusterQueue& q, const Key& k) {
   return x ? Key{x->resource, x->model} : k;
 }
 
+}  // namespace
+
+// Usage of the admitted workloads by queue, and the quota checks over it.
 struct State {
   const Config& c;
   std::map<std::string, Amounts> used;  // queue -> quota key -> used
@@ -105,31 +108,47 @@ struct State {
       if (o.name != q.name && o.cohort == q.cohort) p += lendable(o, k);
     return p;
   }
+  // Whether w fits q now (the quota check of admit()).
+  bool fits(const ClusterQueue& q, const Workload& w) const {
+    for (const auto& [raw, amount] : w.request) {
+      const Quota* x = quota_for(q, raw);
+      if (x == nullptr) return false;
+      const Key k{x->resource, x->model};
+      if (use(q.name, k) + amount > x->nominal + std::min(x->borrowing_limit.value_or(kNoLimit), pool(q, k))) return false;
+      if (!q.cohort.empty() && cohort_used(q.cohort, k) + amount > cohort_nominal(q.cohort, k)) return false;
+    }
+    return true;
+  }
+  // What the cohort's queues use, and hold, of key k together.
+  int64_t cohort_used(const std::string& cohort, const Key& k) const {
+    int64_t u = 0;
+    for (const auto& o : c.queues)
+      if (o.cohort == cohort) u += use(o.name, k);
+    return u;
+  }
+  int64_t cohort_nominal(const std::string& cohort, const Key& k) const {
+    int64_t n = 0;
+    for (const auto& o : c.queues)
+      if (const Quota* y = quota_for(o, k); o.cohort == cohort && y != nullptr && y->resource == k.first && y->model == k.second)
+        n += y->nominal;
+    return n;
+  }
   // "" when w fits q now, else why not.
   std::string why_not(const ClusterQueue& q, const Workload& w) const {
+    if (fits(q, w)) return "";
     for (const auto& [raw, amount] : w.request) {
       const Quota* x = quota_for(q, raw);
       if (x == nullptr) return fmt::format("queue {} has no quota for {}{}", q.name, raw.first, raw.second.empty() ? "" : " (" + raw.second + ")");
       const Key k{x->resource, x->model};
       const int64_t borrow = std::min(x->borrowing_limit.value_or(kNoLimit), pool(q, k));
-      const int64_t limit = x->nominal + borrow;
-      if (use(q.name, k) + amount > limit) {
+      if (use(q.name, k) + amount > x->nominal + borrow) {
         return fmt::format("queue {} uses {} of {} {} (nominal {}, {} to borrow) and {} asks {}", q.name, use(q.name, k),
                            k.first, k.second.empty() ? "" : "(" + k.second + ")", x->nominal, borrow, w.name, amount);
       }
       // What the cohort's queues use together never passes what they hold together.
-      if (!q.cohort.empty()) {
-        int64_t used_all = 0, nominal_all = 0;
-        for (const auto& o : c.queues) {
-          if (o.cohort != q.cohort) continue;
-          used_all += use(o.name, k);
-          if (const Quota* y = quota_for(o, k); y != nullptr && y->resource == k.first && y->model == k.second)
-            nominal_all += y->nominal;
-        }
-        if (used_all + amount > nominal_all) {
-          return fmt::format("cohort {} uses {} of its {} {} and {} asks {}", q.cohort, used_all, nominal_all, k.first,
-                             w.name, amount);
-        }
+      if (!q.cohort.empty() && cohort_used(q.cohort, k) + amount > cohort_nominal(q.cohort, k)) {
+        return fmt::format("cohort {} uses {} of its {} {} and {} asks {}", q.cohort, cohort_used(q.cohort, k),
+                           cohort_nominal(q.cohort, k), k.first, w.name, amount);
       }
     }
     return "";
@@ -159,6 +178,8 @@ struct State {
     return false;
   }
 };
+
+namespace {
 
 bool before(const Workload* a, const Workload* b) {
   if (a->priority != b->priority) return a->priority > b->priority;
@@ -363,91 +384,165 @@ std::map<std::string, QueueUsage> usage(const Config& c, const std::vector<Workl
   return out;
 }
 
-Decision admit(const Config& c, const std::vector<Workload>& workloads) {
-  Decision d;
-  State st{c, {}};
-  // Queues by index: the pick below runs once per pending workload over every queue.
-  std::vector<const ClusterQueue*> qs;
-  for (const auto& q : c.queues) qs.push_back(&q);
-  std::vector<std::vector<const Workload*>> pending(qs.size());
-  std::vector<size_t> next(qs.size(), 0);  // index of each queue's head
-  std::vector<const Workload*> admitted;
-  for (const auto& w : workloads) {
-    const ClusterQueue* q = c.find(w.queue);
-    if (q == nullptr) {
-      if (!w.admitted) d.waiting[w.id] = fmt::format("{}: no cluster queue {:?}", w.name, w.queue);
-      continue;
-    }
-    if (w.admitted) {
-      st.add(*q, w, +1);
-      admitted.push_back(&w);
+bool Admission::Before::operator()(const Workload* a, const Workload* b) const { return before(a, b); }
+
+Admission::Admission(const Config& c) : c_(c), pending_(c.queues.size()) {}
+
+Admission::~Admission() = default;
+
+std::optional<size_t> Admission::index_of(const std::string& queue) const {
+  const ClusterQueue* q = c_.find(queue);
+  if (q == nullptr) return std::nullopt;
+  return static_cast<size_t>(q - c_.queues.data());
+}
+
+void Admission::add(Workload w) {
+  remove(w.id);
+  auto owned = std::make_unique<Workload>(std::move(w));
+  const Workload* p = owned.get();
+  if (const auto i = index_of(p->queue)) {
+    if (p->admitted) {
+      used_ = nullptr;
+      admitted_.insert(p);
     } else {
-      pending[static_cast<size_t>(q - c.queues.data())].push_back(&w);
+      pending_[*i].insert(p);
+    }
+  } else if (!p->admitted) {
+    unknown_.insert(p);
+  }
+  all_.emplace(p->id, std::move(owned));
+}
+
+void Admission::remove(const std::string& id) {
+  const auto it = all_.find(id);
+  if (it == all_.end()) return;
+  const Workload* p = it->second.get();
+  if (const auto i = index_of(p->queue)) {
+    if (p->admitted) {
+      used_ = nullptr;
+      admitted_.erase(p);
+    } else {
+      pending_[*i].erase(p);
     }
   }
-  for (auto& list : pending) std::ranges::sort(list, before);
-  std::vector<double> share(qs.size());
-  for (size_t i = 0; i < qs.size(); ++i) share[i] = st.share(*qs[i]);
+  unknown_.erase(p);
+  all_.erase(it);
+}
+
+bool Admission::set_admitted(const std::string& id) {
+  const auto it = all_.find(id);
+  if (it == all_.end() || it->second->admitted) return false;
+  Workload w = *it->second;
+  w.admitted = true;
+  add(std::move(w));
+  return true;
+}
+
+const Workload* Admission::find(const std::string& id) const {
+  const auto it = all_.find(id);
+  return it == all_.end() ? nullptr : it->second.get();
+}
+
+Decision Admission::pass(bool reasons) const {
+  Decision d;
+  if (used_ == nullptr) {
+    auto st = std::make_shared<State>(State{c_, {}});
+    for (const Workload* w : admitted_) st->add(c_.queues[*index_of(w->queue)], *w, +1);
+    used_ = std::move(st);
+  }
+  State st = *used_;
+  if (reasons)
+    for (const Workload* w : unknown_) d.waiting[w->id] = fmt::format("{}: no cluster queue {:?}", w->name, w->queue);
+  const size_t n = c_.queues.size();
+  std::vector<std::set<const Workload*, Before>::const_iterator> next(n);
+  for (size_t i = 0; i < n; ++i) next[i] = pending_[i].begin();
+  std::vector<double> share(n);
+  for (size_t i = 0; i < n; ++i) share[i] = st.share(c_.queues[i]);
+  // Without reasons: per queue, requests that failed without a reclaim in this pass. A later
+  // workload of the queue asking at least as much of each and of no higher priority fails too
+  // (usage only grows until a reclaim, which forgets them).
+  std::vector<std::vector<const Workload*>> failed(n);
+  auto dominated = [&](size_t i, const Workload& w) {
+    for (const Workload* f : failed[i]) {
+      if (w.priority > f->priority) continue;
+      bool all = true;
+      for (const auto& [k, v] : f->request)
+        if (amount_of(w.request, k) < v) all = false;
+      if (all) return true;
+    }
+    return false;
+  };
   std::set<std::string> victims_taken;
   for (;;) {
     // The head of the queue with the lowest weighted dominant share.
-    size_t pick_i = qs.size();
-    for (size_t i = 0; i < qs.size(); ++i) {
-      if (next[i] >= pending[i].size()) continue;
-      if (pick_i == qs.size() || share[i] < share[pick_i] ||
-          (share[i] == share[pick_i] && before(pending[i][next[i]], pending[pick_i][next[pick_i]]))) {
-        pick_i = i;
-      }
+    size_t pick_i = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (next[i] == pending_[i].end()) continue;
+      if (pick_i == n || share[i] < share[pick_i] || (share[i] == share[pick_i] && before(*next[i], *next[pick_i]))) pick_i = i;
     }
-    if (pick_i == qs.size()) break;
-    const ClusterQueue* pick = qs[pick_i];
-    const Workload& w = *pending[pick_i][next[pick_i]++];
-    std::string why = st.why_not(*pick, w);
-    if (why.empty()) {
-      st.add(*pick, w, +1);
-      share[pick_i] = st.share(*pick);
+    if (pick_i == n) break;
+    const ClusterQueue& pick = c_.queues[pick_i];
+    const Workload& w = **next[pick_i]++;
+    if (!reasons && dominated(pick_i, w)) continue;
+    if (st.fits(pick, w)) {
+      st.add(pick, w, +1);
+      share[pick_i] = st.share(pick);
       d.admit.push_back(w.id);
       continue;
     }
-    if (pick->reclaim != Reclaim::kNever && !pick->cohort.empty() && st.within_nominal(*pick, w)) {
+    if (pick.reclaim != Reclaim::kNever && !pick.cohort.empty() && st.within_nominal(pick, w)) {
       // Victims: admitted workloads of borrowing queues of the cohort, lowest priority, newest first.
       std::vector<const Workload*> candidates;
-      for (const Workload* v : admitted) {
-        if (victims_taken.contains(v->id) || v->queue == pick->name) continue;
-        const ClusterQueue* vq = c.find(v->queue);
-        if (vq == nullptr || vq->cohort != pick->cohort || !st.borrowing(*vq)) continue;
-        if (pick->reclaim == Reclaim::kLowerPriority && v->priority >= w.priority) continue;
+      for (const Workload* v : admitted_) {
+        if (victims_taken.contains(v->id) || v->queue == pick.name) continue;
+        const ClusterQueue* vq = c_.find(v->queue);
+        if (vq == nullptr || vq->cohort != pick.cohort || !st.borrowing(*vq)) continue;
+        if (pick.reclaim == Reclaim::kLowerPriority && v->priority >= w.priority) continue;
         candidates.push_back(v);
       }
       std::ranges::sort(candidates, [](const Workload* a, const Workload* b) {
         if (a->priority != b->priority) return a->priority < b->priority;
-        return a->created > b->created;
+        if (a->created != b->created) return a->created > b->created;
+        return a->id > b->id;
       });
       std::vector<const Workload*> chosen;
       State trial = st;
       for (const Workload* v : candidates) {
-        if (trial.why_not(*pick, w).empty()) break;
-        const ClusterQueue* vq = c.find(v->queue);
+        if (trial.fits(pick, w)) break;
+        const ClusterQueue* vq = c_.find(v->queue);
         if (!trial.borrowing(*vq)) continue;  // it has given back what it borrowed
         trial.add(*vq, *v, -1);
         chosen.push_back(v);
       }
-      if (!chosen.empty() && trial.why_not(*pick, w).empty()) {
+      if (!chosen.empty() && trial.fits(pick, w)) {
         st.used = std::move(trial.used);
-        st.add(*pick, w, +1);  // held for it while the victims leave
-        for (size_t i = 0; i < qs.size(); ++i) share[i] = st.share(*qs[i]);
+        st.add(pick, w, +1);  // held for it while the victims leave
+        for (size_t i = 0; i < n; ++i) share[i] = st.share(c_.queues[i]);
         for (const Workload* v : chosen) {
           victims_taken.insert(v->id);
           d.evict[w.id].push_back(v->id);
         }
-        d.waiting[w.id] = fmt::format("{}: reclaiming {} workload(s) that borrow in cohort {}", w.name, chosen.size(),
-                                      pick->cohort);
+        for (auto& f : failed) f.clear();
+        if (reasons)
+          d.waiting[w.id] = fmt::format("{}: reclaiming {} workload(s) that borrow in cohort {}", w.name, chosen.size(), pick.cohort);
         continue;
       }
     }
-    d.waiting[w.id] = why;
+    if (reasons) {
+      d.waiting[w.id] = st.why_not(pick, w);
+    } else if (failed[pick_i].size() < 4) {
+      failed[pick_i].push_back(&w);
+    } else {
+      failed[pick_i][failed[pick_i].size() - 1] = &w;
+    }
   }
   return d;
+}
+
+Decision admit(const Config& c, const std::vector<Workload>& workloads) {
+  Admission a(c);
+  for (const auto& w : workloads) a.add(w);
+  return a.pass();
 }
 
 namespace {

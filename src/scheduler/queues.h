@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -121,6 +122,41 @@ struct Decision {
 // and which admitted ones to evict so that a queue within its nominal quota gets it back. A
 // workload whose victims are chosen is not admitted in this pass (the victims have to leave first).
 Decision admit(const Config& c, const std::vector<Workload>& workloads);
+
+struct State;
+
+// admit() kept between passes: the workloads are added, admitted and removed one by one, and each
+// pass decides as admit() over them would (the sim's event loop runs one after every change).
+// `c` must outlive it. Not thread-safe.
+class Admission {
+ public:
+  explicit Admission(const Config& c);
+  ~Admission();
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+
+  void add(Workload w);  // replaces the workload of the same id
+  void remove(const std::string& id);
+  // The pending workload `id` is admitted now (its usage counts); false when unknown or admitted.
+  bool set_admitted(const std::string& id);
+  const Workload* find(const std::string& id) const;
+  // One pass, as admit(). reasons = false leaves Decision::waiting empty, and skips without a
+  // check a pending workload that asks at least as much as one of its queue that failed earlier in
+  // the pass (same decisions, faster with many waiting).
+  Decision pass(bool reasons = true) const;
+
+ private:
+  struct Before {
+    bool operator()(const Workload* a, const Workload* b) const;
+  };
+  std::optional<size_t> index_of(const std::string& queue) const;
+
+  const Config& c_;
+  std::map<std::string, std::unique_ptr<Workload>> all_;
+  std::vector<std::set<const Workload*, Before>> pending_;  // per queue of c_, in admission order
+  std::set<const Workload*> admitted_, unknown_;            // unknown_: pending, of no queue of c_
+  mutable std::shared_ptr<const State> used_;               // usage of admitted_, rebuilt when null
+};
 
 // The workloads of `pods` (Kubernetes JSON) under `c`: one per pod of a queue, one per gang
 // (scheduler/gang.h) of all its members; finished pods left out. A workload is admitted when none

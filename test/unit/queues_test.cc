@@ -127,5 +127,76 @@ TEST(QueuesAdmit, FairShareAcrossQueuesAndReclaimOfBorrowersWhole) {
   EXPECT_TRUE(d.evict.empty());
 }
 
+
+// Admission, kept between passes and without reasons, decides as admit() over the same workloads:
+// random workloads of three queues (two in a cohort with limits, one alone), random admitted and
+// pending sets, changed one at a time.
+TEST(QueuesAdmission, IncrementalPassesDecideAsAdmit) {
+  const Config c = config(R"(version: v1
+clusterQueues:
+  - name: team-a
+    cohort: lab
+    namespaces: [a]
+    weight: 2
+    quotas:
+      - {resource: nvidia.com/gpu, nominalQuota: 12, lendingLimit: 6}
+      - {resource: nvidia.com/gpu, model: H100, nominalQuota: 4}
+  - name: team-b
+    cohort: lab
+    namespaces: [b]
+    reclaimWithinCohort: LowerPriority
+    quotas:
+      - {resource: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 6}
+  - name: solo
+    namespaces: [s]
+    quotas:
+      - {resource: nvidia.com/gpu, nominalQuota: 5}
+)");
+  uint64_t x = 88172645463325252ULL;
+  auto rnd = [&](uint64_t n) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x % n;
+  };
+  const std::vector<std::string> queues = {"team-a", "team-b", "solo", "nowhere"};
+  size_t admitted_seen = 0, evicted_seen = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::map<std::string, Workload> ws;
+    Admission inc(c);
+    for (int step = 0; step < 60; ++step) {
+      const std::string id = "w" + std::to_string(rnd(30));
+      if (rnd(5) == 0) {
+        ws.erase(id);
+        inc.remove(id);
+      } else {
+        Workload w = wl(id, queues[rnd(queues.size())], static_cast<int64_t>(1 + rnd(6)), static_cast<int32_t>(rnd(3)),
+                        rnd(3) == 0, std::to_string(rnd(1000)));
+        if (rnd(4) == 0) w.request[{"nvidia.com/gpu", "H100"}] = static_cast<int64_t>(1 + rnd(3));
+        ws[id] = w;
+        inc.add(w);
+      }
+      std::vector<Workload> all;
+      for (const auto& [_, w] : ws) all.push_back(w);
+      const Decision want = admit(c, all);
+      const Decision got = inc.pass(false);
+      ASSERT_EQ(got.admit, want.admit) << "round " << round << " step " << step;
+      ASSERT_EQ(got.evict, want.evict) << "round " << round << " step " << step;
+      EXPECT_TRUE(got.waiting.empty());
+      admitted_seen += want.admit.size();
+      evicted_seen += want.evict.size();
+      // Apply part of the decision, as a caller would.
+      if (!want.admit.empty() && rnd(2) == 0) {
+        ws[want.admit.front()].admitted = true;
+        EXPECT_TRUE(inc.set_admitted(want.admit.front()));
+        EXPECT_FALSE(inc.set_admitted(want.admit.front()));
+      }
+    }
+  }
+  // The random cases reach both admissions and reclaims.
+  EXPECT_GT(admitted_seen, 100u);
+  EXPECT_GT(evicted_seen, 10u);
+}
+
 }  // namespace
 }  // namespace kgpu::scheduler::queues
