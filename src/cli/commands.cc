@@ -25,6 +25,7 @@
 #include "cli/scheduler_cmd.h"
 #include "cli/top_cmd.h"
 #include "sim/mig_eval.h"
+#include "sim/queue_eval.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -142,6 +143,8 @@ struct SimOptions {
   double arrival_speedup = 1;
   int pod_copies = 1;
   bool mig_layouts = false;
+  bool queue_eval = false;
+  std::string tenants = "qos";
 };
 
 int cmd_sim_mig(const SimOptions& o, const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods) {
@@ -204,6 +207,18 @@ int cmd_sim(const SimOptions& o) {
   auto pods = sim::load_pods(o.pods);
   if (!pods) return report(pods.error());
   if (o.mig_layouts) return cmd_sim_mig(o, *nodes, *pods);
+  if (o.queue_eval) {
+    std::vector<std::string> qos;
+    if (o.tenants == "qos") {
+      auto column = sim::load_pod_column(o.pods, "qos");
+      if (!column) return report(column.error());
+      qos = std::move(*column);
+    }
+    auto ev = sim::evaluate_queues(*nodes, *pods, qos, {o.tenants, o.arrival_speedup, o.pod_copies, o.first_seed});
+    if (!ev) return report(ev.error());
+    std::cout << (o.output == "json" ? sim::queue_eval_json(*ev) + "\n" : sim::queue_eval_table(*ev));
+    return 0;
+  }
   std::vector<sim::RunResult> runs;
   const int total = static_cast<int>(o.policies.size()) * o.seeds;
   int done = 0;
@@ -581,6 +596,11 @@ int run(int argc, char** argv) {
                     "Compare MIG layouts instead (the planner, all-balanced, all-1g.10gb) on the trace mapped to H100 "
                     "MIG profiles; --mode fgd: every pod pending at once, --mode time: arrivals and departures "
                     "(docs/mig.md)");
+  sim_cmd->add_flag("--queue-eval", so.queue_eval,
+                    "Compare admission in time instead: pod by pod (FGDPack), gangs + quota queues (FGDPack), FIFO "
+                    "MostAllocated; waiting, completion time, utilisation, tenant fairness (docs/queues.md)");
+  sim_cmd->add_option("--tenants", so.tenants, "With --queue-eval: tenants by the qos column, or hash:<n> of the pod name")
+      ->capture_default_str();
   sim_cmd->add_option("--svg", so.svg_path, "Write a plot of allocation vs arrived ratio per policy");
 
   auto* doctor_cmd = add_doctor_command(app);

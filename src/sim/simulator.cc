@@ -99,13 +99,6 @@ void count_unscheduled(RunResult& r, const sched::Pod& pod, const sched::Outcome
   ++r.unscheduled_by_reason[reason];
 }
 
-// The nodes in a per-seed order (ties under TieBreak::kFirst go to the first in it).
-std::vector<sched::NodeState> seeded_order(const std::vector<sched::NodeState>& nodes, std::mt19937_64& rng) {
-  std::vector<sched::NodeState> out = nodes;
-  std::shuffle(out.begin(), out.end(), rng);
-  return out;
-}
-
 // The framework a run uses: the policy, the trace's target workload, the tie-break.
 Result<sched::Framework> framework_for(const std::vector<sched::Pod>& pods,
                                        const std::vector<sched::TaskShape>& workload, const RunOptions& o) {
@@ -141,6 +134,12 @@ Result<FgdArrivals> fgd_arrivals(const std::vector<sched::NodeState>& nodes, con
     a.pods.push_back(i);
   }
   return a;
+}
+
+std::vector<sched::NodeState> seeded_order(const std::vector<sched::NodeState>& nodes, std::mt19937_64& rng) {
+  std::vector<sched::NodeState> out = nodes;
+  std::shuffle(out.begin(), out.end(), rng);
+  return out;
 }
 
 uint64_t scheduling_seed(uint64_t seed) { return seed * 0x9e3779b97f4a7c15ULL + 1; }
@@ -189,22 +188,6 @@ Result<RunResult> run_fgd_protocol(const std::vector<sched::NodeState>& nodes, c
 }
 
 namespace {
-
-// kube-scheduler's backoff for a pod after `attempts` failed attempts: podInitialBackoff (1 s)
-// doubled per further attempt, at most podMaxBackoff (10 s).
-int64_t backoff_seconds(int attempts) {
-  int64_t d = 1;
-  for (int i = 1; i < attempts && d < 10; ++i) d *= 2;
-  return std::min<int64_t>(d, 10);
-}
-
-// Nearest-rank percentile of sorted values; 0 for none.
-double percentile(const std::vector<int64_t>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const auto n = static_cast<double>(sorted.size());
-  const auto rank = static_cast<size_t>(std::max(1.0, std::ceil(q * n)));
-  return static_cast<double>(sorted[std::min(rank, sorted.size()) - 1]);
-}
 
 // The GPU room of the cluster per GPU model, kept in step with placements and releases
 // (update() after each change of a node): free GPU milli in total, and how many nodes have a
@@ -270,6 +253,19 @@ class GpuRoom {
 };
 
 }  // namespace
+
+int64_t backoff_seconds(int attempts) {
+  int64_t d = 1;
+  for (int i = 1; i < attempts && d < 10; ++i) d *= 2;
+  return std::min<int64_t>(d, 10);
+}
+
+double percentile(const std::vector<int64_t>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const auto n = static_cast<double>(sorted.size());
+  const auto rank = static_cast<size_t>(std::max(1.0, std::ceil(q * n)));
+  return static_cast<double>(sorted[std::min(rank, sorted.size()) - 1]);
+}
 
 int gpu_class(const sched::Pod& p) {
   if (p.num_gpu == 0) return 0;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,14 @@ struct FgdArrivals {
 };
 Result<FgdArrivals> fgd_arrivals(const std::vector<sched::NodeState>& nodes, const std::vector<sched::Pod>& pods,
                                  uint64_t seed, double target_arrived);
+// The nodes in a per-seed order (ties under TieBreak::kFirst go to the first in it).
+std::vector<sched::NodeState> seeded_order(const std::vector<sched::NodeState>& nodes, std::mt19937_64& rng);
+// kube-scheduler's backoff for a pod after `attempts` failed attempts: podInitialBackoff (1 s)
+// doubled per further attempt, at most podMaxBackoff (10 s).
+int64_t backoff_seconds(int attempts);
+// Nearest-rank percentile of sorted values; 0 for none.
+double percentile(const std::vector<int64_t>& sorted, double q);
+
 // The seed of the random source run_fgd_protocol's policy draws from (Random, TieBreak::kRandom).
 uint64_t scheduling_seed(uint64_t seed);
 

@@ -217,6 +217,24 @@ Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::s
   return out;
 }
 
+Result<std::vector<std::string>> parse_pod_column(const std::string& text, const std::string& source,
+                                                  const std::string& column) {
+  std::vector<std::string> out;
+  auto t = read_table(text, source, {"name", column},
+                      [&](int line, const Table& table, const std::vector<std::string>& cells) -> Result<void> {
+    out.push_back(Row(table, source, line, cells).str(column));
+    return {};
+  });
+  if (!t) return std::unexpected(t.error());
+  return out;
+}
+
+Result<std::vector<std::string>> load_pod_column(const std::string& path, const std::string& column) {
+  auto text = read_file(path);
+  if (!text) return std::unexpected(text.error());
+  return parse_pod_column(*text, path, column);
+}
+
 Result<std::vector<sched::NodeState>> load_nodes(const std::string& path) {
   auto text = read_file(path);
   if (!text) return std::unexpected(text.error());

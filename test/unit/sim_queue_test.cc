@@ -2,6 +2,7 @@
 // priority then arrival order, kube-scheduler's backoff, and the delay / fragmentation accounting.
 #include <gtest/gtest.h>
 
+#include "sim/queue_eval.h"
 #include "sim/simulator.h"
 
 namespace kgpu::sim {
@@ -161,6 +162,103 @@ TEST(SimQueue, PodCopiesMultiplyTheLoad) {
   EXPECT_EQ(r->queue.all.delay_max, 20);
   o.pod_copies = 0;
   EXPECT_FALSE(run_time_driven({gpu_node("n0", 1)}, {pod("a", 1, 1000, 0, 10)}, o));
+}
+
+
+const ScenarioResult& scenario(const QueueEvaluation& ev, const std::string& name) {
+  for (const auto& s : ev.scenarios)
+    if (s.name == name) return s;
+  throw std::runtime_error("no scenario " + name);
+}
+
+const TenantResult& tenant(const ScenarioResult& s, const std::string& name) {
+  for (const auto& t : s.tenants)
+    if (t.name == name) return t;
+  throw std::runtime_error("no tenant " + name);
+}
+
+// A gang (two 1-GPU pods created in the same second with one shape) waits until both fit, where pod
+// by pod one member starts at once and the other waits.
+TEST(SimQueueEval, GangsStartWholeAndPodByPodStartsPart) {
+  const std::vector<sched::NodeState> nodes = {gpu_node("n1", 1), gpu_node("n2", 1)};
+  std::vector<sched::Pod> pods = {pod("single", 1, 1000, 0, 50), pod("w0", 1, 1000, 0, 100), pod("w1", 1, 1000, 0, 100),
+                                  pod("late", 0, 0, 200, 10)};
+  pods[0].cpu_milli = 2000;  // another shape: not of the gang
+  auto ev = evaluate_queues(nodes, pods, {"LS", "LS", "LS", "LS"}, {});
+  ASSERT_TRUE(ev) << ev.error().message;
+  EXPECT_EQ(ev->gangs, 1u);
+  EXPECT_EQ(ev->gang_pods, 2u);
+  const auto& pod_by_pod = scenario(*ev, "pod-by-pod");
+  EXPECT_EQ(pod_by_pod.jobs, 4u);
+  EXPECT_EQ(pod_by_pod.wait_p99, 50);   // w1 waited for single to leave
+  EXPECT_EQ(pod_by_pod.jct_p99, 150);   // w1: 50 waiting + 100 running
+  const auto& gangs = scenario(*ev, "gangs+queues");
+  EXPECT_EQ(gangs.jobs, 3u);
+  EXPECT_EQ(gangs.gang_jobs, 1u);
+  EXPECT_EQ(gangs.wait_p99, 50);  // the whole gang waited
+  EXPECT_EQ(gangs.jct_p99, 150);
+  EXPECT_EQ(gangs.evictions, 0u);
+  // Arrival window [0, 200): pod by pod both GPUs busy over [0, 100), one over [100, 150); the gang
+  // leaves one GPU idle over [0, 50).
+  EXPECT_NEAR(pod_by_pod.utilization_mean, (100 * 1.0 + 50 * 0.5) / 200, 1e-9);
+  EXPECT_NEAR(gangs.utilization_mean, (50 * 0.5 + 100 * 1.0) / 200, 1e-9);
+  EXPECT_DOUBLE_EQ(gangs.utilization_peak, 1.0);
+  EXPECT_DOUBLE_EQ(gangs.utilization[0], 0.5);
+}
+
+// Quotas by share of GPU-seconds: BE (4 pods x 1000 s) gets 2.667 GPUs, LS (2 x 1000 s) 1.333.
+// BE borrows the whole cluster first; LS's first pod reclaims one BE job (the newest), whole, and
+// starts at once; its second would pass LS's quota and waits. Pod by pod, both LS pods wait for
+// BE's end.
+TEST(SimQueueEval, ReclaimGivesATenantItsQuotaBackAndCountsTheLostWork) {
+  const std::vector<sched::NodeState> nodes = {gpu_node("n1", 2), gpu_node("n2", 2)};
+  std::vector<sched::Pod> pods;
+  std::vector<std::string> qos;
+  for (int i = 0; i < 4; ++i) {
+    pods.push_back(pod("be" + std::to_string(i), 1, 1000, 0, 1000));
+    pods.back().cpu_milli = 1000 + i;  // four shapes: four jobs, not a gang
+    qos.push_back("BE");
+  }
+  for (int i = 0; i < 2; ++i) {
+    pods.push_back(pod("ls" + std::to_string(i), 1, 1000, 10, 1000));
+    pods.back().cpu_milli = 2000 + i;
+    qos.push_back("LS");
+  }
+  auto ev = evaluate_queues(nodes, pods, qos, {});
+  ASSERT_TRUE(ev) << ev.error().message;
+  EXPECT_NE(ev->queues_yaml.find("name: be"), std::string::npos);
+  const auto& gangs = scenario(*ev, "gangs+queues");
+  EXPECT_EQ(tenant(gangs, "be").quota, 2667);
+  EXPECT_EQ(tenant(gangs, "ls").quota, 1333);
+  EXPECT_EQ(gangs.evictions, 1u);
+  EXPECT_EQ(tenant(gangs, "be").evictions, 1u);
+  EXPECT_EQ(tenant(gangs, "ls").evictions, 0u);
+  EXPECT_DOUBLE_EQ(gangs.lost_gpu_seconds, 10);  // one GPU for 10 s
+  EXPECT_EQ(tenant(gangs, "ls").wait_p50, 0);     // ls0 started at its arrival
+  EXPECT_EQ(gangs.completed, 6u);
+  const auto& pod_by_pod = scenario(*ev, "pod-by-pod");
+  EXPECT_EQ(pod_by_pod.evictions, 0u);
+  EXPECT_EQ(tenant(pod_by_pod, "ls").wait_p50, 990);
+  EXPECT_EQ(tenant(pod_by_pod, "ls").wait_p99, 990);
+}
+
+TEST(SimQueueEval, RefusesBadTenantsAndOptions) {
+  const std::vector<sched::NodeState> nodes = {gpu_node("n1", 1)};
+  const std::vector<sched::Pod> pods = {pod("a", 1, 500, 0, 10)};
+  auto ev = evaluate_queues(nodes, pods, {}, {});
+  ASSERT_FALSE(ev);
+  EXPECT_EQ(ev.error().message, "tenants by qos: 0 qos values for 1 pods");
+  QueueEvalOptions o;
+  o.tenants = "hash:0";
+  EXPECT_FALSE(evaluate_queues(nodes, pods, {}, o));
+  o.tenants = "team";
+  EXPECT_FALSE(evaluate_queues(nodes, pods, {}, o));
+  o.tenants = "hash:3";
+  ev = evaluate_queues(nodes, pods, {}, o);
+  ASSERT_TRUE(ev) << ev.error().message;
+  EXPECT_EQ(scenario(*ev, "fifo").tenants.size(), 3u);
+  o.pod_copies = 0;
+  EXPECT_FALSE(evaluate_queues(nodes, pods, {}, o));
 }
 
 }  // namespace
