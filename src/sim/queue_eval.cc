@@ -40,6 +40,7 @@ struct Job {
 struct Scenario {
   std::string name, policy;
   bool gangs = false, queues = false;
+  bool reclaim = true;  // queues: reclaimWithinCohort Any, else Never
 };
 
 uint64_t fnv1a(std::string_view s) {
@@ -144,7 +145,7 @@ std::vector<Job> jobs_of(const Trace& t, bool gangs) {
 }
 
 // The queue config: a ClusterQueue per tenant, nominal quota by share of the GPU-seconds.
-std::string queues_yaml(const Trace& t, const std::vector<Job>& jobs, int64_t capacity) {
+std::string queues_yaml(const Trace& t, const std::vector<Job>& jobs, int64_t capacity, bool reclaim) {
   std::vector<double> demand(t.tenants.size(), 0);
   for (const auto& j : jobs)
     if (j.gpu > 0) demand[j.tenant] += static_cast<double>(j.gpu) * static_cast<double>(std::max<int64_t>(j.runtime, 1));
@@ -161,8 +162,9 @@ std::string queues_yaml(const Trace& t, const std::vector<Job>& jobs, int64_t ca
   nominal[largest] += capacity - given;
   std::string y = "version: v1\nclusterQueues:\n";
   for (size_t k = 0; k < nominal.size(); ++k) {
-    y += fmt::format("  - name: {}\n    cohort: {}\n    namespaces: [{}]\n    quotas:\n      - {{resource: {}, nominalQuota: {}}}\n",
-                     t.tenants[k], kCohort, t.tenants[k], kQuotaResource, nominal[k]);
+    y += fmt::format("  - name: {}\n    cohort: {}\n    namespaces: [{}]\n    reclaimWithinCohort: {}\n    quotas:\n"
+                     "      - {{resource: {}, nominalQuota: {}}}\n",
+                     t.tenants[k], kCohort, t.tenants[k], reclaim ? "Any" : "Never", kQuotaResource, nominal[k]);
   }
   return y;
 }
@@ -487,16 +489,20 @@ Result<QueueEvaluation> evaluate_queues(const std::vector<sched::NodeState>& nod
     ++ev.gangs;
     ev.gang_pods += j.members.size();
   }
-  ev.queues_yaml = queues_yaml(*trace, gang_jobs, capacity);
+  ev.queues_yaml = queues_yaml(*trace, gang_jobs, capacity, true);
   auto config = q::parse_config(ev.queues_yaml, "queues.yaml (generated)");
   if (!config) return std::unexpected(config.error());
+  auto never = q::parse_config(queues_yaml(*trace, gang_jobs, capacity, false), "queues.yaml (generated)");
+  if (!never) return std::unexpected(never.error());
   const std::vector<Scenario> scenarios = {
       {"pod-by-pod", "FGDPack", false, false},
       {"gangs+queues", "FGDPack", true, true},
+      {"gangs+queues/never", "FGDPack", true, true, false},
       {"fifo", "MostAllocated", false, false},
   };
   for (const auto& sc : scenarios) {
-    auto r = run(nodes, *trace, sc, sc.queues ? &*config : nullptr, ev.window_start, ev.window_end, o.seed);
+    const q::Config* c = sc.queues ? (sc.reclaim ? &*config : &*never) : nullptr;
+    auto r = run(nodes, *trace, sc, c, ev.window_start, ev.window_end, o.seed);
     if (!r) return std::unexpected(r.error());
     ev.scenarios.push_back(std::move(*r));
   }
@@ -507,19 +513,19 @@ std::string queue_eval_table(const QueueEvaluation& ev) {
   std::string out = fmt::format(
       "Admission in time: {} nodes, {} GPUs, {} pods ({} in {} gangs), arrival window {} s\n", ev.nodes, ev.gpus, ev.pods,
       ev.gang_pods, ev.gangs, ev.window_end - ev.window_start);
-  out += fmt::format("{:<14} {:<14} {:>7} {:>19} {:>19} {:>9} {:>13} {:>6} {:>9} {:>6}\n", "SCENARIO", "POLICY", "JOBS",
+  out += fmt::format("{:<18} {:<14} {:>7} {:>19} {:>19} {:>9} {:>13} {:>6} {:>9} {:>6}\n", "SCENARIO", "POLICY", "JOBS",
                      "WAIT s p50 / p99", "JCT s p50 / p99", "SLOWDOWN", "GPU UTIL mean", "peak", "EVICTIONS", "JAIN");
   for (const auto& s : ev.scenarios) {
-    out += fmt::format("{:<14} {:<14} {:>7} {:>19} {:>19} {:>9.2f} {:>12.1f}% {:>5.1f}% {:>9} {:>6.3f}\n", s.name,
+    out += fmt::format("{:<18} {:<14} {:>7} {:>19} {:>19} {:>9.2f} {:>12.1f}% {:>5.1f}% {:>9} {:>6.3f}\n", s.name,
                        s.policy, s.jobs, fmt::format("{:.0f} / {:.0f}", s.wait_p50, s.wait_p99),
                        fmt::format("{:.0f} / {:.0f}", s.jct_p50, s.jct_p99), s.mean_slowdown, 100 * s.utilization_mean,
                        100 * s.utilization_peak, s.evictions, s.jain_slowdown);
   }
-  out += fmt::format("\n{:<14} {:<12} {:>10} {:>7} {:>19} {:>9} {:>9}\n", "SCENARIO", "TENANT", "QUOTA GPU", "JOBS",
+  out += fmt::format("\n{:<18} {:<12} {:>10} {:>7} {:>19} {:>9} {:>9}\n", "SCENARIO", "TENANT", "QUOTA GPU", "JOBS",
                      "WAIT s p50 / p99", "SLOWDOWN", "EVICTED");
   for (const auto& s : ev.scenarios) {
     for (const auto& t : s.tenants) {
-      out += fmt::format("{:<14} {:<12} {:>10} {:>7} {:>19} {:>9.2f} {:>9}\n", s.name, t.name,
+      out += fmt::format("{:<18} {:<12} {:>10} {:>7} {:>19} {:>9.2f} {:>9}\n", s.name, t.name,
                          s.queues ? fmt::format("{:.1f}", static_cast<double>(t.quota) / sched::kMilli) : "-", t.jobs,
                          fmt::format("{:.0f} / {:.0f}", t.wait_p50, t.wait_p99), t.mean_slowdown, t.evictions);
     }

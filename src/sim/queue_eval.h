@@ -6,6 +6,7 @@
 //                  (scheduler/queues.h, the rules and code `kgpu scheduler` runs) and then placed
 //                  whole or not at all; reclaim evicts borrowing jobs whole, and an evicted job
 //                  starts again from the beginning;
+//   gangs+queues/never  the same with reclaimWithinCohort: Never (borrowing, no evictions);
 //   fifo           MostAllocated pod by pod, kube-scheduler's default packing score, same queue.
 // Time: a pod arrives at creation_time / arrival_speedup and runs for its trace lifetime; with
 // pod_copies = n every pod arrives n times (copy j is its own pod).
@@ -15,7 +16,8 @@
 // Guaranteed, each its own tenant) or "hash:<n>" (FNV-1a of the pod name, modulo n).
 // Queues: one ClusterQueue per tenant in one cohort, quota in milli-GPU (resource gpu-milli),
 // nominal = the cluster's GPUs split by each tenant's share of the trace's GPU-seconds; no
-// borrowing or lending limit; reclaim Any. CPU-only pods bypass the queues.
+// borrowing or lending limit; reclaim Any (Never in gangs+queues/never). CPU-only pods bypass the
+// queues.
 // Measured per scenario, over jobs: waiting (completion - arrival - run time: queueing delay,
 // including time lost to evictions) p50/p99, job completion time p50/p99, slowdown (completion
 // time / run time); GPU utilisation (allocated / capacity) over the arrival window, mean, peak and
