@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <charconv>
+#include <thread>
 #include <vector>
 
 #include "k8s/api/json.h"
@@ -140,6 +142,25 @@ kube::ApiResult<json> remove_scheduling_gate(kube::Client& client, const json& p
                       text(pod, {"metadata", "name"}), kube::PatchType::kJson,
                       json::array({{{"op", "test"}, {"path", "/spec/schedulingGates"}, {"value", pod["spec"]["schedulingGates"]}},
                                    {{"op", "replace"}, {"path", "/spec/schedulingGates"}, {"value", gates}}}));
+}
+
+std::vector<kube::ApiResult<json>> remove_scheduling_gates(kube::Client& client, const std::vector<const json*>& pods,
+                                                            const char* gate, size_t parallel) {
+  std::vector<kube::ApiResult<json>> out(pods.size(), json());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < pods.size(); i = next++) out[i] = remove_scheduling_gate(client, *pods[i], gate);
+  };
+  const size_t n = std::min(std::max<size_t>(parallel, 1), pods.size());
+  if (n <= 1) {
+    work();
+    return out;
+  }
+  {
+    std::vector<std::jthread> workers;
+    for (size_t k = 0; k < n; ++k) workers.emplace_back(work);
+  }  // joined: every result is written
+  return out;
 }
 
 }  // namespace kgpu::scheduler

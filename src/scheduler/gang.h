@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "apiclient/client.h"
 #include "common/error.h"
@@ -65,5 +66,10 @@ kube::ApiResult<nlohmann::json> evict_pod(kube::Client& client, const nlohmann::
 // Removes scheduling gate `gate` from the pod (a JSON patch that fails when the gates changed
 // since `pod` was read; other gates stay).
 kube::ApiResult<nlohmann::json> remove_scheduling_gate(kube::Client& client, const nlohmann::json& pod, const char* gate);
+// remove_scheduling_gate for each of `pods`, at most `parallel` requests at once (the client runs
+// requests concurrently); the results in the order of `pods`. Blocks until all are answered.
+std::vector<kube::ApiResult<nlohmann::json>> remove_scheduling_gates(kube::Client& client,
+                                                                      const std::vector<const nlohmann::json*>& pods,
+                                                                      const char* gate, size_t parallel);
 
 }  // namespace kgpu::scheduler

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "apiclient/client.h"
 #include "apiclient/events.h"
@@ -17,6 +18,10 @@ namespace {
 using nlohmann::json;
 
 using k8s::api::text;
+
+// Gate removals in flight at once: enough to hide the round trips, few enough not to crowd the API
+// server's other clients.
+constexpr size_t kParallelGateRemovals = 8;
 
 }  // namespace
 
@@ -98,18 +103,22 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
   const queues::Decision d = queues::admit(config, workloads);
   std::map<std::string, const queues::Workload*> by_id;
   for (const auto& w : workloads) by_id[w.id] = &w;
+  // The admitted pods' gates go in parallel: a round admits hundreds at once, and each removal is
+  // a round trip to the API server.
+  std::vector<const json*> gated;
+  for (const auto& id : d.admit)
+    for (const json* p : members[id])
+      if (has_gang_gate(*p, queues::kQueueGate)) gated.push_back(p);
+  const auto removed = remove_scheduling_gates(client_, gated, queues::kQueueGate, kParallelGateRemovals);
+  std::set<const json*> failed;
+  for (size_t i = 0; i < gated.size(); ++i) {
+    if (removed[i]) continue;
+    failed.insert(gated[i]);
+    log::warn("queues: admitting a pod failed",
+              {log::kv("pod", text(*gated[i], {"metadata", "name"})), log::kv("error", removed[i].error().text())});
+  }
   for (const auto& id : d.admit) {
-    bool ok = true;
-    for (const json* p : members[id]) {
-      if (!has_gang_gate(*p, queues::kQueueGate)) continue;
-      auto r = remove_scheduling_gate(client_, *p, queues::kQueueGate);
-      if (!r) {
-        ok = false;
-        log::warn("queues: admitting a pod failed",
-                  {log::kv("pod", text(*p, {"metadata", "name"})), log::kv("error", r.error().text())});
-      }
-    }
-    if (!ok) continue;
+    if (std::ranges::any_of(members[id], [&](const json* p) { return failed.contains(p); })) continue;
     out.admitted.push_back(id);
     said_.erase(id);
     for (const json* p : members[id])

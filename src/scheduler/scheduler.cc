@@ -20,6 +20,9 @@ namespace kgpu::scheduler {
 using nlohmann::json;
 using namespace detail;
 
+// GFD's label for a node's NVLink domain (multi-node NVLink): <cluster UUID>.<clique ID>.
+constexpr const char* kCliqueLabel = "nvidia.com/gpu.clique";
+
 Result<std::unique_ptr<GpuScheduler>> GpuScheduler::create(SchedulerOptions options, kube::Client* client,
                                                            kube::EventRecorder* events) {
   sched::SchedulingContext probe;
@@ -349,6 +352,8 @@ GangPlan GpuScheduler::reserve_gang(const std::string& gang, const std::vector<j
       im.assumed.erase(k);
       im.charge(k);
     }
+    held.clear();
+    plan.nodes.clear();
   };
   // A gang asking more than a pool holds empty, or a member larger than its largest node, never fits.
   std::map<std::string, int64_t> asked;
@@ -384,47 +389,86 @@ GangPlan GpuScheduler::reserve_gang(const std::string& gang, const std::vector<j
       return plan;
     }
   }
-  for (size_t i = 0; i < ms.size(); ++i) {
-    auto& m = ms[i];
-    const std::string who = fmt::format("member {} of {} ({}/{})", i + 1, ms.size(), m.info.ns, m.info.name);
-    Impl::Pool* pool = im.pool_for(m.info.resource);
-    std::optional<sched::Pod> sp;
-    if (pool != nullptr) sp = Impl::pod_for_pool(m.spec, *pool, m.info.units);
-    if (pool == nullptr || !pool->framework || !sp) {
-      undo();
-      plan.reason = fmt::format("{}: no node advertises {} to kgpu", who, m.info.resource);
-      plan.never = true;
-      return plan;
+  // Every member placed (nothing held on failure); with `domain`, only on nodes of that NVLink
+  // domain (label nvidia.com/gpu.clique). Returns "" when placed, else why not.
+  const auto place_all = [&](const std::string* domain) -> std::string {
+    for (size_t i = 0; i < ms.size(); ++i) {
+      auto& m = ms[i];
+      const std::string who = fmt::format("member {} of {} ({}/{})", i + 1, ms.size(), m.info.ns, m.info.name);
+      Impl::Pool* pool = im.pool_for(m.info.resource);
+      std::optional<sched::Pod> sp;
+      if (pool != nullptr) sp = Impl::pod_for_pool(m.spec, *pool, m.info.units);
+      if (pool == nullptr || !pool->framework || !sp) {
+        undo();
+        plan.never = true;
+        return fmt::format("{}: no node advertises {} to kgpu", who, m.info.resource);
+      }
+      sp->name = m.info.ns + "/" + m.info.name;
+      std::vector<char> allowed;
+      if (domain != nullptr) {
+        for (const auto& n : pool->cluster->nodes()) {
+          const auto it = n.labels.find(kCliqueLabel);
+          allowed.push_back(it != n.labels.end() && it->second == *domain ? 1 : 0);
+        }
+      }
+      sched::Outcome out = pool->framework->schedule(*sp, *pool->cluster, im.rng, domain ? &allowed : nullptr);
+      if (!out.placement) {
+        undo();
+        return fmt::format("{}: no node has room for it beside the members placed before it", who);
+      }
+      const size_t node = out.placement->node;
+      std::vector<int> gpus = out.placement->gpus;
+      pool->framework->unreserve(*sp, *out.placement, *pool->cluster);
+      if (!sp->sharing()) gpus = im.nvlink_choice(*pool, node, std::move(gpus));
+      Impl::Assumed a;
+      a.pod = m.info.ns + "/" + m.info.name;
+      a.node = pool->cluster->node(node).name;
+      a.resource = m.info.resource;
+      for (int g : gpus) a.uuids.push_back(pool->uuids[node][g]);
+      a.units = m.info.units;
+      a.cpu_milli = m.info.cpu_milli;
+      a.memory_mib = m.info.memory_mib;
+      a.containers = m.info.containers;
+      a.at = im.clock.steady_now();
+      a.gang = gang;
+      a.deadline = deadline;
+      const std::string key = m.info.uid.empty() ? a.pod : m.info.uid;
+      plan.nodes[key] = a.node;
+      im.assumed[key] = std::move(a);
+      im.charge(key);
+      held.push_back(key);
     }
-    sp->name = m.info.ns + "/" + m.info.name;
-    sched::Outcome out = pool->framework->schedule(*sp, *pool->cluster, im.rng, nullptr);
-    if (!out.placement) {
-      undo();
-      plan.reason = fmt::format("{}: no node has room for it beside the members placed before it", who);
-      return plan;
+    return "";
+  };
+  // Multi-node gangs prefer one NVLink domain: the domains with the most free GPUs first, then
+  // any nodes.
+  std::map<std::string, int64_t> domains;
+  if (ms.size() > 1) {
+    for (const auto& m : ms) {
+      const Impl::Pool* pool = im.pool_for(m.info.resource);
+      if (pool == nullptr || !pool->cluster) continue;
+      for (const auto& n : pool->cluster->nodes()) {
+        const auto it = n.labels.find(kCliqueLabel);
+        if (it == n.labels.end() || it->second.empty()) continue;
+        int64_t free = 0;
+        for (const int f : n.gpu_free) free += f;
+        domains[it->second] += free;
+      }
+      break;  // the largest member's pool
     }
-    const size_t node = out.placement->node;
-    std::vector<int> gpus = out.placement->gpus;
-    pool->framework->unreserve(*sp, *out.placement, *pool->cluster);
-    if (!sp->sharing()) gpus = im.nvlink_choice(*pool, node, std::move(gpus));
-    Impl::Assumed a;
-    a.pod = m.info.ns + "/" + m.info.name;
-    a.node = pool->cluster->node(node).name;
-    a.resource = m.info.resource;
-    for (int g : gpus) a.uuids.push_back(pool->uuids[node][g]);
-    a.units = m.info.units;
-    a.cpu_milli = m.info.cpu_milli;
-    a.memory_mib = m.info.memory_mib;
-    a.containers = m.info.containers;
-    a.at = im.clock.steady_now();
-    a.gang = gang;
-    a.deadline = deadline;
-    const std::string key = m.info.uid.empty() ? a.pod : m.info.uid;
-    plan.nodes[key] = a.node;
-    im.assumed[key] = std::move(a);
-    im.charge(key);
-    held.push_back(key);
   }
+  std::vector<std::pair<int64_t, std::string>> by_room;
+  for (const auto& [d, free] : domains) by_room.emplace_back(-free, d);
+  std::ranges::sort(by_room);
+  for (const auto& [_, d] : by_room) {
+    if (place_all(&d).empty()) {
+      plan.reserved = true;
+      plan.domain = d;
+      return plan;
+    }
+  }
+  plan.reason = place_all(nullptr);
+  if (!plan.reason.empty()) return plan;
   plan.reserved = true;
   return plan;
 }

@@ -95,6 +95,10 @@ struct GangPlan {
   std::map<std::string, std::string> nodes;  // member uid -> planned node (GPU members)
   std::string reason;                        // not reserved: why ("member 3 of 8 (ns/p-3): ...")
   bool never = false;  // not reserved and it would not fit the whole cluster empty either
+  // Reserved within one NVLink domain (the nodes' nvidia.com/gpu.clique), "" when none: a gang of
+  // several members is planned in the domain with the most free GPUs where it fits whole, else on
+  // any nodes.
+  std::string domain;
 };
 
 struct SchedulerStats {

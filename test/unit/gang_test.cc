@@ -155,5 +155,48 @@ TEST_F(Gangs, AGangLargerThanTheClusterIsNeverAndAReservationLastsUntilItsDeadli
   EXPECT_EQ(sched->allocation("nvidia.com/gpu").first, 0);
 }
 
+// A gang of several members prefers one NVLink domain (nvidia.com/gpu.clique): packing alone would
+// take the two half-used nodes, one in each domain.
+TEST(GangDomains, AGangIsPlannedWithinOneNvlinkDomainWhenItFitsThere) {
+  FakeClock clock;
+  SchedulerOptions o;
+  o.clock = &clock;
+  auto s = GpuScheduler::create(o, nullptr, nullptr);
+  ASSERT_TRUE(s);
+  auto& sched = **s;
+  const auto in_domain = [](json n, const std::string& clique) {
+    n["metadata"]["labels"]["nvidia.com/gpu.clique"] = clique;
+    return n;
+  };
+  std::vector<std::pair<int, k8s::GpuUse>> half;
+  for (int g = 0; g < 4; ++g) half.emplace_back(g, k8s::GpuUse{"other", "busy", "uid-busy", "c", 1});
+  const auto busy = [&](const std::string& name) {
+    return kgpu::testing::report_node(name, 8, "nvidia.com/gpu", 1, half, "64", "512Gi");
+  };
+  sched.upsert_node(in_domain(busy("a1"), "fabric.1"));
+  sched.upsert_node(in_domain(node("a2", 8), "fabric.1"));
+  sched.upsert_node(in_domain(busy("b1"), "fabric.2"));
+  sched.upsert_node(in_domain(node("b2", 8), "fabric.2"));
+  sched.upsert_node(in_domain(node("b3", 8), "fabric.2"));
+  std::vector<json> two = {kueue_member("p0", "pair", 2, 4), kueue_member("p1", "pair", 2, 4)};
+  const auto deadline = clock.steady_now() + std::chrono::seconds(60);
+  GangPlan plan = sched.reserve_gang("ml/pair", two, deadline);
+  ASSERT_TRUE(plan.reserved) << plan.reason;
+  // fabric.2 has the most free GPUs (20 of 24): both members there.
+  EXPECT_EQ(plan.domain, "fabric.2");
+  for (const auto& [uid, n] : plan.nodes) EXPECT_EQ(n[0], 'b') << uid << " on " << n;
+  // A gang no single domain holds (3 x 8 GPUs: fabric.2 has two idle nodes left at most) goes
+  // across domains.
+  EXPECT_EQ(sched.release_gang("ml/pair"), 2u);
+  std::vector<json> three;
+  for (int i = 0; i < 3; ++i) three.push_back(kueue_member("q" + std::to_string(i), "wide", 3, 8));
+  plan = sched.reserve_gang("ml/wide", three, deadline);
+  ASSERT_TRUE(plan.reserved) << plan.reason;
+  EXPECT_EQ(plan.domain, "");
+  std::set<std::string> nodes;
+  for (const auto& [uid, n] : plan.nodes) nodes.insert(n);
+  EXPECT_EQ(nodes, (std::set<std::string>{"a2", "b2", "b3"}));
+}
+
 }  // namespace
 }  // namespace kgpu::scheduler
