@@ -27,4 +27,16 @@ std::unexpected<Error> yaml_error(const std::string& source, const YAML::Node& n
                                yaml_where(source, n, field) + ": " + fmt::format(f, std::forward<Args>(args)...)});
 }
 
+// Errors about the nodes of one document of `source`: where() and bad() as yaml_where() and
+// yaml_error(). Parsers derive their own field readers from it.
+struct YamlReader {
+  std::string source;
+  std::string where(const YAML::Node& n, const std::string& field) const { return yaml_where(source, n, field); }
+  template <typename... Args>
+  std::unexpected<Error> bad(const YAML::Node& n, const std::string& field, fmt::format_string<Args...> f,
+                             Args&&... args) const {
+    return yaml_error(source, n, field, f, std::forward<Args>(args)...);
+  }
+};
+
 }  // namespace kgpu

@@ -19,17 +19,7 @@ constexpr size_t kMaxEntries = 64;
 constexpr unsigned kMaxCount = kComputeSlices;
 constexpr unsigned kMaxIndex = 1024;
 
-struct Reader {
-  const std::string& source;
-  std::string where(const YAML::Node& n, const std::string& field) const {
-    return yaml_where(source, n, field);
-  }
-  template <typename... Args>
-  std::unexpected<Error> bad(const YAML::Node& n, const std::string& field, fmt::format_string<Args...> f,
-                             Args&&... args) const {
-    return yaml_error(source, n, field, f, std::forward<Args>(args)...);
-  }
-};
+using Reader = YamlReader;
 
 Result<uint32_t> parse_pci_id(const Reader& r, const YAML::Node& n, const std::string& field) {
   if (!n.IsScalar()) return r.bad(n, field, "expected a PCI id such as 0x233010DE");

@@ -21,16 +21,7 @@ constexpr size_t kMaxQueues = 1000;
 constexpr size_t kMaxQuotas = 64;
 constexpr int64_t kMaxQuota = int64_t{1} << 40;
 
-struct Reader {
-  std::string source;
-  std::string at(const YAML::Node& n, const std::string& field) const {
-    return yaml_where(source, n, field);
-  }
-  template <typename... Args>
-  std::unexpected<Error> bad(const YAML::Node& n, const std::string& field, fmt::format_string<Args...> f,
-                             Args&&... args) const {
-    return yaml_error(source, n, field, f, std::forward<Args>(args)...);
-  }
+struct Reader : YamlReader {
   Result<std::string> text(const YAML::Node& n, const std::string& field, bool required) const {
     if (!n) {
       if (required) return fail(ErrorCode::kInvalidArgument, "{}: {}: required", source, field);

@@ -27,11 +27,8 @@ struct Admission : ::testing::Test {
   std::unique_ptr<GpuScheduler> sched;
 
   void SetUp() override {
-    SchedulerOptions o;
-    o.clock = &clock;
-    auto s = GpuScheduler::create(o, nullptr, nullptr);
-    ASSERT_TRUE(s);
-    sched = std::move(*s);
+    sched = kgpu::testing::offline_scheduler(clock);
+    ASSERT_TRUE(sched);
     ASSERT_TRUE(client->create(kube::resources::kNamespaces, "", {{"metadata", {{"name", "ml"}}}}));
     for (const auto& n : {gpu_node("n1", 8), gpu_node("n2", 8)}) {
       ASSERT_TRUE(client->create(kube::resources::kNodes, "", n));

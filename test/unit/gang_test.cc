@@ -86,11 +86,8 @@ json kueue_member(const std::string& name, const std::string& group, int total, 
 class Gangs : public ::testing::Test {
  protected:
   void SetUp() override {
-    SchedulerOptions o;
-    o.clock = &clock;
-    auto s = GpuScheduler::create(o, nullptr, nullptr);
-    ASSERT_TRUE(s);
-    sched = std::move(*s);
+    sched = kgpu::testing::offline_scheduler(clock);
+    ASSERT_TRUE(sched);
     sched->upsert_node(node("n1", 8));
     sched->upsert_node(node("n2", 8));
   }
@@ -159,11 +156,9 @@ TEST_F(Gangs, AGangLargerThanTheClusterIsNeverAndAReservationLastsUntilItsDeadli
 // take the two half-used nodes, one in each domain.
 TEST(GangDomains, AGangIsPlannedWithinOneNvlinkDomainWhenItFitsThere) {
   FakeClock clock;
-  SchedulerOptions o;
-  o.clock = &clock;
-  auto s = GpuScheduler::create(o, nullptr, nullptr);
+  const auto s = kgpu::testing::offline_scheduler(clock);
   ASSERT_TRUE(s);
-  auto& sched = **s;
+  auto& sched = *s;
   const auto in_domain = [](json n, const std::string& clique) {
     n["metadata"]["labels"]["nvidia.com/gpu.clique"] = clique;
     return n;

@@ -2,13 +2,19 @@
 // allocatable CPU and memory.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <memory>
+
+#include "common/clock.h"
 #include "k8s/gpu_assignment.h"
 #include "scheduler/extender.h"
+#include "scheduler/scheduler.h"
 
 namespace kgpu::testing {
 
@@ -41,6 +47,15 @@ inline scheduler::ExtenderArgs args_for(const nlohmann::json& pod, const std::ve
   a.set_node_names({nodes.begin(), nodes.end()});
   a.names_only = true;
   return a;
+}
+
+// A scheduler without API access on `clock` (the test owns both); nullptr, with a test failure,
+// when it cannot be made.
+inline std::unique_ptr<scheduler::GpuScheduler> offline_scheduler(FakeClock& clock, scheduler::SchedulerOptions o = {}) {
+  o.clock = &clock;
+  auto s = scheduler::GpuScheduler::create(o, nullptr, nullptr);
+  EXPECT_TRUE(s) << (s ? "" : s.error().message);
+  return s ? std::move(*s) : nullptr;
 }
 
 }  // namespace kgpu::testing

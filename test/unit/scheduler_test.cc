@@ -146,12 +146,7 @@ using kgpu::testing::args_for;
 
 class Model : public ::testing::Test {
  protected:
-  std::unique_ptr<GpuScheduler> make(SchedulerOptions o = {}) {
-    o.clock = &clock_;
-    auto s = GpuScheduler::create(o, nullptr, nullptr);
-    EXPECT_TRUE(s);
-    return std::move(*s);
-  }
+  std::unique_ptr<GpuScheduler> make(SchedulerOptions o = {}) { return kgpu::testing::offline_scheduler(clock_, o); }
   FakeClock clock_;
 };
 
