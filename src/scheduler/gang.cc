@@ -94,16 +94,10 @@ Result<std::optional<GangRef>> gang_of(const json& pod) {
 Result<int64_t> podgroup_min_count(const GangRef& ref, const json& pg) {
   const std::string where = fmt::format("{} {}/{}", ref.podgroup.kind.empty() ? "PodGroup" : ref.podgroup.kind, ref.ns,
                                         ref.group);
-  const json* v = nullptr;
-  std::string field;
-  if (ref.source == "scheduling.k8s.io") {
-    field = "spec.schedulingPolicy.gang.minCount";
-    if (pg.contains("spec") && pg["spec"].contains("schedulingPolicy") && pg["spec"]["schedulingPolicy"].contains("gang"))
-      v = &pg["spec"]["schedulingPolicy"]["gang"]["minCount"];
-  } else {
-    field = "spec.minMember";
-    if (pg.contains("spec") && pg["spec"].contains("minMember")) v = &pg["spec"]["minMember"];
-  }
+  const bool own = ref.source == "scheduling.k8s.io";
+  const std::string field = own ? "spec.schedulingPolicy.gang.minCount" : "spec.minMember";
+  const json* v = own ? k8s::api::find(pg, {"spec", "schedulingPolicy", "gang", "minCount"})
+                      : k8s::api::find(pg, {"spec", "minMember"});
   if (v == nullptr || !v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxGang) {
     return fail(ErrorCode::kInvalidArgument, "{} ({}): {}: want a count from 1 to {}", where,
                 ref.podgroup.group + "/" + ref.podgroup.version, field, kMaxGang);
@@ -112,9 +106,10 @@ Result<int64_t> podgroup_min_count(const GangRef& ref, const json& pg) {
 }
 
 bool has_gang_gate(const json& pod, const char* gate) {
-  if (!pod.contains("spec") || !pod["spec"].contains("schedulingGates")) return false;
-  for (const auto& g : pod["spec"]["schedulingGates"])
-    if (g.is_object() && g.value("name", "") == gate) return true;
+  const json* gates = k8s::api::find(pod, {"spec", "schedulingGates"});
+  if (gates == nullptr || !gates->is_array()) return false;
+  for (const auto& g : *gates)
+    if (text(g, {"name"}) == gate) return true;
   return false;
 }
 

@@ -192,19 +192,30 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     elector_thread = std::thread([&] { elector->run(stop); });
   }
 
+  // A leader's rounds: fn() every `interval` until stop (checked every 20 ms); `rounds` counts
+  // those that ran (fn() returns whether it did).
+  const auto every = [&stop](std::chrono::milliseconds interval, std::atomic<uint64_t>& rounds, auto fn) {
+    return std::thread([&stop, &rounds, interval, fn] {
+      auto next = std::chrono::steady_clock::now() + interval;
+      while (!stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (std::chrono::steady_clock::now() < next) continue;
+        next = std::chrono::steady_clock::now() + interval;
+        if (fn()) ++rounds;
+      }
+    });
+  };
+  std::atomic<uint64_t> mig_rounds{0}, admission_rounds{0};
+
   // MIG planning: the leader's rounds over the informers' nodes and pods.
   std::unique_ptr<MigPlanning> mig_planning;
   std::thread mig_thread;
   if (o.mig_plan_interval.count() > 0) {
     mig_planning = std::make_unique<MigPlanning>(**client, &events, std::move(mig_file));
-    mig_thread = std::thread([&] {
-      auto next = std::chrono::steady_clock::now() + o.mig_plan_interval;
-      while (!stop) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        if (std::chrono::steady_clock::now() < next) continue;
-        next = std::chrono::steady_clock::now() + o.mig_plan_interval;
-        if (leading && nodes.synced() && pods.synced()) mig_planning->round(nodes.list(), pods.list());
-      }
+    mig_thread = every(o.mig_plan_interval, mig_rounds, [&] {
+      if (!leading || !nodes.synced() || !pods.synced()) return false;
+      mig_planning->round(nodes.list(), pods.list());
+      return true;
     });
   }
 
@@ -224,17 +235,12 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     GangAdmissionOptions go;
     go.timeout = o.gang_timeout;
     gang_admission = std::make_unique<GangAdmission>(s, **client, &events, go);
-    gang_thread = std::thread([&] {
-      auto next = std::chrono::steady_clock::now() + o.gang_interval;
-      while (!stop) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (std::chrono::steady_clock::now() < next) continue;
-        next = std::chrono::steady_clock::now() + o.gang_interval;
-        if (!leading || !nodes.synced() || !pods.synced()) continue;
-        const auto listed = pods.list();  // one snapshot for both rounds
-        if (queue_admission) queue_admission->round(listed);
-        gang_admission->round(listed);
-      }
+    gang_thread = every(o.gang_interval, admission_rounds, [&] {
+      if (!leading || !nodes.synced() || !pods.synced()) return false;
+      const auto listed = pods.list();  // one snapshot for both rounds
+      if (queue_admission) queue_admission->round(listed);
+      gang_admission->round(listed);
+      return true;
     });
   }
 
@@ -291,7 +297,17 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
         "# TYPE kgpu_scheduler_leader gauge\nkgpu_scheduler_leader {}\n",
         leading ? 1 : 0);
     if (queue_admission) text += queue_admission->metrics_text();
+    if (gang_admission) {
+      text += fmt::format(
+          "# HELP kgpu_scheduler_admission_rounds_total Gang (and queue) admission rounds this replica ran as leader.\n"
+          "# TYPE kgpu_scheduler_admission_rounds_total counter\nkgpu_scheduler_admission_rounds_total {}\n",
+          admission_rounds.load());
+    }
     if (mig_planning) {
+      text += fmt::format(
+          "# HELP kgpu_scheduler_mig_plan_rounds_total MIG planning rounds this replica ran as leader.\n"
+          "# TYPE kgpu_scheduler_mig_plan_rounds_total counter\nkgpu_scheduler_mig_plan_rounds_total {}\n",
+          mig_rounds.load());
       text += fmt::format(
           "# HELP kgpu_scheduler_mig_labels_total Nodes labelled nvidia.com/mig.config by MIG planning.\n"
           "# TYPE kgpu_scheduler_mig_labels_total counter\nkgpu_scheduler_mig_labels_total {}\n"

@@ -47,6 +47,16 @@ TEST(GangOf, EachAnchorsMarkersAndThePrecedence) {
   ASSERT_TRUE(n && *n);
   EXPECT_EQ((*n)->source, "scheduling.k8s.io");
   EXPECT_EQ(podgroup_min_count(**n, {{"spec", {{"schedulingPolicy", {{"gang", {{"minCount", 8}}}}}}}}), 8);
+  // A PodGroup its user wrote badly is an error naming the field, never a crash.
+  const std::vector<json> bad_groups = {json::parse(R"({"spec": {"schedulingPolicy": {"gang": {}}}})"),
+                                        json::parse(R"({"spec": {"schedulingPolicy": {"gang": "x"}}})"),
+                                        json::parse(R"({"spec": "x"})"), json("x")};
+  for (const json& bad : bad_groups) {
+    const auto r = podgroup_min_count(**n, bad);
+    ASSERT_FALSE(r) << bad.dump();
+    EXPECT_NE(r.error().message.find("spec.schedulingPolicy.gang.minCount: want a count"), std::string::npos);
+  }
+  EXPECT_FALSE(podgroup_min_count(**c, {{"spec", {{"minMember", "3"}}}}));
 
   // Two markers naming one group agree; naming two groups is the pod's error, naming both fields.
   auto same = gang_of(member("e", {{"kueue.x-k8s.io/pod-group-name", "g"}, {"scheduling.x-k8s.io/pod-group", "g"}},
