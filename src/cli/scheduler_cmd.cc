@@ -84,7 +84,7 @@ CLI::App* add_scheduler_command(CLI::App& app) {
       ->default_str("60000");
   cmd->add_option("--queue-config", f.serve.queue_config,
                   "Quota queues: the ConfigMap [NAMESPACE/]NAME whose queues.yaml defines them (docs/queues.md); "
-                  "empty: off (runs with gang admission)");
+                  "empty: off (its rounds run with the gang rounds: needs --gang-interval-ms > 0)");
   cmd->add_option("--mig-plan-config-file", f.serve.mig_plan_config_file,
                   "MIG planning: the mig-parted v1 config whose names it chooses (default: NVIDIA's default names)");
   cmd->add_option("--threads", f.serve.threads, "HTTP worker threads (the verbs, /metrics)")

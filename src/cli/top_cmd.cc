@@ -55,7 +55,8 @@ void add_api_options(CLI::App* cmd, TopFlags& f) {
   cmd->add_option("--kubeconfig", f.kubeconfig, "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
   cmd->add_option("--context", f.context, "Kubeconfig context");
   cmd->add_option("--queue-config", f.queue_config,
-                  "The GPU quota queues' ConfigMap NAMESPACE/NAME (docs/queues.md); absent: no queue columns")
+                  "The GPU quota queues' ConfigMap [NAMESPACE/]NAME (namespace kgpu-system when not given; docs/queues.md); "
+                  "empty: no queue columns")
       ->capture_default_str();
   cmd->add_option("--request-timeout", f.request_timeout_s, "Seconds per API request (and per agent page)")
       ->check(CLI::Range(1, 3600))

@@ -124,8 +124,10 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
       for (const json* p : unbound) event(*p, true, "GangTimedOut", why);
       for (const json* p : bound) {
         event(*p, true, "GangTimedOut", why);
-        evicted_.insert(text(*p, {"metadata", "uid"}));
+        // Left out of later rounds only once gone: a member the API would not evict (a
+        // PodDisruptionBudget, an error) still holds its GPUs.
         auto e = evict_pod(client_, *p);
+        if (e) evicted_.insert(text(*p, {"metadata", "uid"}));
         if (!e) {
           log::warn("gang admission: evicting a member failed",
                     {log::kv("gang", key), log::kv("pod", text(*p, {"metadata", "name"})), log::kv("error", e.error().text())});

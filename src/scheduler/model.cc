@@ -362,6 +362,24 @@ std::optional<sched::Pod> GpuScheduler::Impl::pod_for_pool(std::optional<sched::
   return p;
 }
 
+auto GpuScheduler::Impl::choose(const PodInfo& info, const sched::Pod& pod, Pool& pool, const sched::Placement& placement)
+    -> Assumed {
+  std::vector<int> gpus = placement.gpus;
+  pool.framework->unreserve(pod, placement, *pool.cluster);
+  if (!pod.sharing()) gpus = nvlink_choice(pool, placement.node, std::move(gpus));
+  Assumed a;
+  a.pod = info.ns + "/" + info.name;
+  a.node = pool.cluster->node(placement.node).name;
+  a.resource = info.resource;
+  for (int g : gpus) a.uuids.push_back(pool.uuids[placement.node][g]);
+  a.units = info.units;
+  a.cpu_milli = info.cpu_milli;
+  a.memory_mib = info.memory_mib;
+  a.containers = info.containers;
+  a.at = clock.steady_now();
+  return a;
+}
+
 std::vector<int> GpuScheduler::Impl::nvlink_choice(const Pool& pool, size_t node, std::vector<int> chosen) const {
   if (chosen.size() < 2) return chosen;
   const auto& names = pool.uuids[node];

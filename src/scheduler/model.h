@@ -190,6 +190,9 @@ struct GpuScheduler::Impl {
   // NVLink: among the node's idle GPUs, the set of `n` with the most NVLink pairs, starting from
   // the framework's choice (all idle GPUs are alike for fragmentation).
   std::vector<int> nvlink_choice(const Pool& pool, size_t node, std::vector<int> chosen) const;
+  // The framework's placement of `pod` (pod_for_pool of `info`) undone in the pool and kept as a
+  // choice instead: GPUs NVLink-first for whole GPUs, the pod's facts, at now. Not stored.
+  Assumed choose(const PodInfo& info, const sched::Pod& pod, Pool& pool, const sched::Placement& placement);
 
   static bool preemption_may_help(sched::FitCode c);
 

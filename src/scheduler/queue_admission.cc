@@ -128,12 +128,13 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
     for (const auto& v : victims) {
       out.evicted.push_back(v);
       for (const json* p : members[v]) {
-        const std::string uid = text(*p, {"metadata", "uid"});
-        evicted_.insert(uid);
         event(*p, true, "QueueReclaimed",
               fmt::format("{} borrows in its cohort and is evicted so that queue {} gets its nominal quota back for {}",
                           by_id[v]->name, by_id[for_id]->queue, by_id[for_id]->name));
+        // Its quota is freed only once the API took the eviction: a victim a PodDisruptionBudget
+        // keeps (429) or an error leaves running still counts, so nothing is admitted over it.
         auto e = evict_pod(client_, *p);
+        if (e) evicted_.insert(text(*p, {"metadata", "uid"}));
         if (!e)
           log::warn("queues: evicting a pod failed", {log::kv("pod", text(*p, {"metadata", "name"})), log::kv("error", e.error().text())});
       }

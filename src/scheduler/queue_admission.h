@@ -1,5 +1,6 @@
 // Queue admission (docs/queues.md): the leader's rounds over the pods the scheduler's informer
-// knows, against the queues of the ConfigMap `kgpu-queues` (key queues.yaml; scheduler/queues.h).
+// knows, against the queues of a ConfigMap (the chart's kgpu-system/kgpu-scheduler-queues; key
+// queues.yaml; scheduler/queues.h).
 //
 // A pod in a queue (its namespace's LocalQueue named by kueue.x-k8s.io/queue-name, or a namespace
 // a ClusterQueue lists) is created behind the scheduling gate kgpu.io/queue (the chart's
@@ -38,7 +39,7 @@ namespace kgpu::scheduler {
 
 struct QueueAdmissionOptions {
   std::string config_namespace = "kgpu-system";
-  std::string config_name = "kgpu-queues";
+  std::string config_name = "kgpu-scheduler-queues";
   // The ConfigMap is read again at most this often (rounds run every few hundred ms).
   std::chrono::milliseconds config_interval{2'000};
   Clock* clock = &Clock::real();

@@ -429,11 +429,6 @@ bool Admission::set_admitted(const std::string& id) {
   return true;
 }
 
-const Workload* Admission::find(const std::string& id) const {
-  const auto it = all_.find(id);
-  return it == all_.end() ? nullptr : it->second.get();
-}
-
 Decision Admission::pass(bool reasons) const {
   Decision d;
   if (used_ == nullptr) {

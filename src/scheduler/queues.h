@@ -139,7 +139,6 @@ class Admission {
   void remove(const std::string& id);
   // The pending workload `id` is admitted now (its usage counts); false when unknown or admitted.
   bool set_admitted(const std::string& id);
-  const Workload* find(const std::string& id) const;
   // One pass, as admit(). reasons = false leaves Decision::waiting empty, and skips without a
   // check a pending workload that asks at least as much as one of its queue that failed earlier in
   // the pass (same decisions, faster with many waiting).

@@ -184,6 +184,8 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
                {log::kv("pod", info.ns + "/" + info.name), log::kv("reason", reason), log::kv("message", d.message)});
     return d;
   }
+  // Read before the lock: the pod's gang markers (most pods have none).
+  const auto gang = info.resource.empty() ? Result<std::optional<GangRef>>(std::nullopt) : gang_of(args.pod);
   {
     std::lock_guard lock(impl_->mu);
     auto& im = *impl_;
@@ -196,7 +198,7 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
       return d;
     }
     // A gang member goes where its gang's reservation put it, or nowhere yet.
-    if (auto gang = gang_of(args.pod); !gang || *gang) {
+    if (!gang || *gang) {
       const std::string key = info.uid.empty() ? info.ns + "/" + info.name : info.uid;
       const auto a = im.assumed.find(key);
       std::string why;
@@ -265,21 +267,8 @@ FilterDecision GpuScheduler::filter(const ExtenderArgs& args) {
     }
     sched::Outcome out = pool->framework->schedule(*sp, *pool->cluster, im.rng, &allowed);
     if (out.placement) {
-      const size_t node = out.placement->node;
-      std::vector<int> gpus = out.placement->gpus;
-      pool->framework->unreserve(*sp, *out.placement, *pool->cluster);
-      if (!sp->sharing()) gpus = im.nvlink_choice(*pool, node, std::move(gpus));
-      const std::string node_name = pool->cluster->node(node).name;
-      Impl::Assumed a;
-      a.pod = info.ns + "/" + info.name;
-      a.node = node_name;
-      a.resource = info.resource;
-      for (int g : gpus) a.uuids.push_back(pool->uuids[node][g]);
-      a.units = info.units;
-      a.cpu_milli = info.cpu_milli;
-      a.memory_mib = info.memory_mib;
-      a.containers = info.containers;
-      a.at = im.clock.steady_now();
+      Impl::Assumed a = im.choose(info, *sp, *pool, *out.placement);
+      const std::string node_name = a.node;
       d.node = node_name;
       d.gpus = a.uuids;
       const std::string key = info.uid.empty() ? info.ns + "/" + info.name : info.uid;
@@ -416,20 +405,7 @@ GangPlan GpuScheduler::reserve_gang(const std::string& gang, const std::vector<j
         undo();
         return fmt::format("{}: no node has room for it beside the members placed before it", who);
       }
-      const size_t node = out.placement->node;
-      std::vector<int> gpus = out.placement->gpus;
-      pool->framework->unreserve(*sp, *out.placement, *pool->cluster);
-      if (!sp->sharing()) gpus = im.nvlink_choice(*pool, node, std::move(gpus));
-      Impl::Assumed a;
-      a.pod = m.info.ns + "/" + m.info.name;
-      a.node = pool->cluster->node(node).name;
-      a.resource = m.info.resource;
-      for (int g : gpus) a.uuids.push_back(pool->uuids[node][g]);
-      a.units = m.info.units;
-      a.cpu_milli = m.info.cpu_milli;
-      a.memory_mib = m.info.memory_mib;
-      a.containers = m.info.containers;
-      a.at = im.clock.steady_now();
+      Impl::Assumed a = im.choose(m.info, *sp, *pool, *out.placement);
       a.gang = gang;
       a.deadline = deadline;
       const std::string key = m.info.uid.empty() ? a.pod : m.info.uid;

@@ -68,6 +68,11 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
     return 2;
   }
   const auto& [host, port] = *address;
+  if (!o.queue_config.empty() && o.gang_interval.count() == 0) {
+    log::error("--queue-config needs admission rounds: queue rounds run with the gang rounds, and "
+               "--gang-interval-ms is 0");
+    return 2;
+  }
 
   auto cfg = kube::load_config(o.kube);
   if (!cfg) {

@@ -101,8 +101,11 @@ Result<Cluster> read_cluster(kube::Client& client, const ReadOptions& o) {
     if (info->terminal() || (info->requests.empty() && info->claims.empty())) continue;
     c.pods.push_back(std::move(*info));
   }
-  if (const auto slash = o.queue_config.find('/'); slash != std::string::npos) {
-    const std::string ns = o.queue_config.substr(0, slash), name = o.queue_config.substr(slash + 1);
+  if (!o.queue_config.empty()) {
+    // "[NAMESPACE/]NAME", as `kgpu scheduler --queue-config` (whose namespace defaults to its own).
+    const auto slash = o.queue_config.find('/');
+    const std::string ns = slash == std::string::npos ? "kgpu-system" : o.queue_config.substr(0, slash);
+    const std::string name = slash == std::string::npos ? o.queue_config : o.queue_config.substr(slash + 1);
     auto cm = client.get(kube::resources::kConfigMaps, ns, name);
     if (cm) {
       const std::string source = fmt::format("ConfigMap {}/{} queues.yaml", ns, name);
