@@ -204,16 +204,11 @@ int cmd_sim(const SimOptions& o) {
   }
   auto nodes = sim::load_nodes(o.nodes);
   if (!nodes) return report(nodes.error());
-  auto pods = sim::load_pods(o.pods);
+  std::vector<std::string> qos;  // --queue-eval's default tenants
+  auto pods = sim::load_pods(o.pods, o.queue_eval ? &qos : nullptr);
   if (!pods) return report(pods.error());
   if (o.mig_layouts) return cmd_sim_mig(o, *nodes, *pods);
   if (o.queue_eval) {
-    std::vector<std::string> qos;
-    if (o.tenants == "qos") {
-      auto column = sim::load_pod_column(o.pods, "qos");
-      if (!column) return report(column.error());
-      qos = std::move(*column);
-    }
     auto ev = sim::evaluate_queues(*nodes, *pods, qos, {o.tenants, o.arrival_speedup, o.pod_copies, o.first_seed});
     if (!ev) return report(ev.error());
     std::cout << (o.output == "json" ? sim::queue_eval_json(*ev) + "\n" : sim::queue_eval_table(*ev));

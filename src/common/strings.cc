@@ -63,4 +63,13 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
 }  // namespace kgpu

@@ -21,6 +21,9 @@ std::string escape(std::string_view s, std::initializer_list<std::pair<char, std
 // its brackets). Errors (kInvalidArgument) name the bad address.
 Result<std::pair<std::string, int>> parse_address(const std::string& address);
 
+// 64-bit FNV-1a of `s` (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
+uint64_t fnv1a(std::string_view s);
+
 // Appends code point `cp` (at most 0x10FFFF; the caller checks) to `out` as UTF-8.
 void append_utf8(std::string& out, uint32_t cp);
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "common/timestamp.h"
 #include "k8s/api/json.h"
 
@@ -18,15 +19,6 @@ namespace {
 
 constexpr const char* kContentAnnotation = "kgpu.io/slice-content";
 constexpr int kRacesPerPass = 3;  // conflicts with another writer re-read at once before backing off
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 // A label value from free text: [A-Za-z0-9._-], starting and ending alphanumeric, at most 63.
 std::string label_value(std::string_view text) {

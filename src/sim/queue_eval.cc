@@ -13,6 +13,7 @@
 #include <random>
 #include <tuple>
 
+#include "common/strings.h"
 #include "framework/framework.h"
 #include "scheduler/queues.h"
 #include "sim/simulator.h"
@@ -42,15 +43,6 @@ struct Scenario {
   bool gangs = false, queues = false;
   bool reclaim = true;  // queues: reclaimWithinCohort Any, else Never
 };
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 std::string tenant_name(std::string qos) {
   std::ranges::transform(qos, qos.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -195,8 +187,9 @@ double jain(const std::vector<double>& v) {
   return s2 > 0 ? s * s / (static_cast<double>(v.size()) * s2) : 1;
 }
 
-Result<ScenarioResult> run(const std::vector<sched::NodeState>& nodes, const Trace& t, const Scenario& sc,
-                           const q::Config* config, int64_t window_start, int64_t window_end, uint64_t seed) {
+Result<ScenarioResult> run(const std::vector<sched::NodeState>& nodes, const Trace& t, const std::vector<Job>& jobs,
+                           const Scenario& sc, const q::Config* config, int64_t window_start, int64_t window_end,
+                           uint64_t seed) {
   const auto t0 = std::chrono::steady_clock::now();
   sched::SchedulingContext ctx;
   ctx.workload = sched::target_workload(t.pods);
@@ -210,7 +203,6 @@ Result<ScenarioResult> run(const std::vector<sched::NodeState>& nodes, const Tra
   const auto capacity = static_cast<double>(cluster.gpu_capacity());
   if (capacity <= 0) return fail(ErrorCode::kInvalidArgument, "the cluster has no GPUs");
 
-  const std::vector<Job> jobs = jobs_of(t, sc.gangs);
   std::vector<JobState> st(jobs.size());
   ScenarioResult r;
   r.name = sc.name;
@@ -483,7 +475,7 @@ Result<QueueEvaluation> evaluate_queues(const std::vector<sched::NodeState>& nod
   for (const auto& n : nodes) capacity += static_cast<int64_t>(n.gpu_free.size()) * sched::kMilli;
   ev.window_start = *std::ranges::min_element(trace->arrival);
   ev.window_end = *std::ranges::max_element(trace->arrival);
-  const std::vector<Job> gang_jobs = jobs_of(*trace, true);
+  const std::vector<Job> gang_jobs = jobs_of(*trace, true), pod_jobs = jobs_of(*trace, false);
   for (const auto& j : gang_jobs) {
     if (j.members.size() < 2) continue;
     ++ev.gangs;
@@ -502,7 +494,7 @@ Result<QueueEvaluation> evaluate_queues(const std::vector<sched::NodeState>& nod
   };
   for (const auto& sc : scenarios) {
     const q::Config* c = sc.queues ? (sc.reclaim ? &*config : &*never) : nullptr;
-    auto r = run(nodes, *trace, sc, c, ev.window_start, ev.window_end, o.seed);
+    auto r = run(nodes, *trace, sc.gangs ? gang_jobs : pod_jobs, sc, c, ev.window_start, ev.window_end, o.seed);
     if (!r) return std::unexpected(r.error());
     ev.scenarios.push_back(std::move(*r));
   }

@@ -161,7 +161,8 @@ Result<std::vector<sched::NodeState>> parse_nodes(const std::string& text, const
   return out;
 }
 
-Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::string& source) {
+Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::string& source,
+                                           std::vector<std::string>* qos) {
   std::vector<sched::Pod> out;
   auto t = read_table(text, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"},
                       [&](int line, const Table& table, const std::vector<std::string>& cells) -> Result<void> {
@@ -210,29 +211,12 @@ Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::s
       KGPU_TRY(deleted, r.num("deletion_time", 0, INT64_MAX));
       p.deletion = deleted;
     }
+    if (qos != nullptr && r.has("qos")) qos->push_back(r.str("qos"));
     out.push_back(std::move(p));
     return {};
   });
   if (!t) return std::unexpected(t.error());
   return out;
-}
-
-Result<std::vector<std::string>> parse_pod_column(const std::string& text, const std::string& source,
-                                                  const std::string& column) {
-  std::vector<std::string> out;
-  auto t = read_table(text, source, {"name", column},
-                      [&](int line, const Table& table, const std::vector<std::string>& cells) -> Result<void> {
-    out.push_back(Row(table, source, line, cells).str(column));
-    return {};
-  });
-  if (!t) return std::unexpected(t.error());
-  return out;
-}
-
-Result<std::vector<std::string>> load_pod_column(const std::string& path, const std::string& column) {
-  auto text = read_file(path);
-  if (!text) return std::unexpected(text.error());
-  return parse_pod_column(*text, path, column);
 }
 
 Result<std::vector<sched::NodeState>> load_nodes(const std::string& path) {
@@ -241,10 +225,10 @@ Result<std::vector<sched::NodeState>> load_nodes(const std::string& path) {
   return parse_nodes(*text, path);
 }
 
-Result<std::vector<sched::Pod>> load_pods(const std::string& path) {
+Result<std::vector<sched::Pod>> load_pods(const std::string& path, std::vector<std::string>* qos) {
   auto text = read_file(path);
   if (!text) return std::unexpected(text.error());
-  return parse_pods(*text, path);
+  return parse_pods(*text, path, qos);
 }
 
 }  // namespace kgpu::sim

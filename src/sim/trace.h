@@ -13,16 +13,12 @@
 namespace kgpu::sim {
 
 Result<std::vector<sched::NodeState>> load_nodes(const std::string& path);
-Result<std::vector<sched::Pod>> load_pods(const std::string& path);
-
-// One text column of a pod list ("qos"), a value per pod in the order load_pods() reads them; an
-// error names the file when the column is missing.
-Result<std::vector<std::string>> load_pod_column(const std::string& path, const std::string& column);
+// `qos`, when given, receives the qos column, a value per pod (left empty when the list has none).
+Result<std::vector<sched::Pod>> load_pods(const std::string& path, std::vector<std::string>* qos = nullptr);
 
 // The same, from text (tests); `source` names it in errors.
 Result<std::vector<sched::NodeState>> parse_nodes(const std::string& text, const std::string& source);
-Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::string& source);
-Result<std::vector<std::string>> parse_pod_column(const std::string& text, const std::string& source,
-                                                  const std::string& column);
+Result<std::vector<sched::Pod>> parse_pods(const std::string& text, const std::string& source,
+                                           std::vector<std::string>* qos = nullptr);
 
 }  // namespace kgpu::sim

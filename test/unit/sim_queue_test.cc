@@ -4,6 +4,7 @@
 
 #include "sim/queue_eval.h"
 #include "sim/simulator.h"
+#include "sim/trace.h"
 
 namespace kgpu::sim {
 namespace {
@@ -259,6 +260,19 @@ TEST(SimQueueEval, RefusesBadTenantsAndOptions) {
   EXPECT_EQ(scenario(*ev, "fifo").tenants.size(), 3u);
   o.pod_copies = 0;
   EXPECT_FALSE(evaluate_queues(nodes, pods, {}, o));
+}
+
+
+TEST(SimQueueEval, TheQosColumnIsReadWithThePods) {
+  std::vector<std::string> qos;
+  auto pods = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos\na,1000,1024,1,500,LS\nb,1000,1024,0,0,BE\n",
+                         "pods.csv", &qos);
+  ASSERT_TRUE(pods) << pods.error().message;
+  EXPECT_EQ(pods->size(), 2u);
+  EXPECT_EQ(qos, (std::vector<std::string>{"LS", "BE"}));
+  qos.clear();
+  ASSERT_TRUE(parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1000,1024,1,500\n", "pods.csv", &qos));
+  EXPECT_TRUE(qos.empty());
 }
 
 }  // namespace
