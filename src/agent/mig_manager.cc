@@ -11,8 +11,10 @@
 #include "agent/node_pods.h"
 #include "agent/plugin_manager.h"
 #include "common/files.h"
+#include "common/json_guard.h"
 #include "common/log.h"
 #include "gpu/mig_config.h"
+#include "k8s/api/json.h"
 
 namespace kgpu::agent {
 
@@ -45,9 +47,12 @@ class FileLock {
 };
 
 std::string label_of(const nlohmann::json& node, const std::string& key) {
-  const auto labels = node.value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
-  return labels.contains(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
+  return k8s::api::text(node, {"metadata", "labels", key.c_str()});
 }
+
+// The change-in-progress annotation: small and shallow (it lists label names).
+constexpr size_t kMaxAnnotationBytes = 64 * 1024;
+constexpr int kMaxAnnotationDepth = 8;
 
 }  // namespace
 
@@ -130,16 +135,21 @@ void MigManager::round() {
   }
   auto node = client_.get(kube::resources::kNodes, "", view_.node_name());
   if (!node) return;  // tried again next round
-  node_uid_ = (*node)["metadata"].value("uid", "");
+  node_uid_ = k8s::api::text(*node, {"metadata", "uid"});
   if (!resumed_) {
     // A change cut short (the agent restarted mid-change): the operands it paused come back first.
     resumed_ = true;
-    const auto ann = (*node)["metadata"].value("annotations", nlohmann::json::object());
-    if (ann.contains(kAnnotationMigManager) && ann[kAnnotationMigManager].is_string() &&
-        ann[kAnnotationMigManager].get_ref<const std::string&>().size() <= 64 * 1024) {
-      auto j = nlohmann::json::parse(ann[kAnnotationMigManager].get<std::string>(), nullptr, false);
-      if (j.is_object() && j.contains("paused") && j["paused"].is_array()) {
-        for (const auto& k : j["paused"]) {
+    if (const std::string* note = k8s::api::string_at(*node, {"metadata", "annotations", kAnnotationMigManager})) {
+      nlohmann::json j;
+      if (note->size() <= kMaxAnnotationBytes && json_depth_within(*note, kMaxAnnotationDepth)) {
+        j = nlohmann::json::parse(*note, nullptr, false);
+      } else {
+        log::warn("MIG manager: the node's annotation is too large or too deep to read; the operands it lists stay "
+                  "paused",
+                  {log::kv("annotation", kAnnotationMigManager), log::kv("bytes", note->size())});
+      }
+      if (const nlohmann::json* paused = k8s::api::find(j, {"paused"}); paused != nullptr && paused->is_array()) {
+        for (const auto& k : *paused) {
           if (k.is_string() && label_of(*node, k.get<std::string>()) == kPausedForMigChange) paused_.insert(k.get<std::string>());
         }
       }
