@@ -91,6 +91,14 @@ bool DraService::dynamic_mig() const {
   return dynamic_;
 }
 
+Result<std::vector<gpu::mig::Offer>> DraService::offers_of(unsigned index, const std::string& uuid) {
+  std::lock_guard lock(offers_mu_);
+  if (const auto it = offers_.find(uuid); it != offers_.end() && !uuid.empty()) return it->second;
+  auto offers = gpu::mig::offers(node_, index);
+  if (offers && !offers->empty() && !uuid.empty()) offers_[uuid] = *offers;
+  return offers;
+}
+
 std::map<unsigned, std::vector<gpu::mig::Offer>> DraService::partitionable(const gpu::Inventory& inv,
                                                                            std::vector<std::string>& problems) {
   std::map<unsigned, std::vector<gpu::mig::Offer>> out;
@@ -111,7 +119,7 @@ std::map<unsigned, std::vector<gpu::mig::Offer>> DraService::partitionable(const
                                      g.index, fmt::join(foreign, ", ")));
       continue;
     }
-    auto offers = gpu::mig::offers(node_, g.index);
+    auto offers = offers_of(g.index, g.uuid);
     if (!offers || offers->empty()) {
       problems.push_back(fmt::format("GPU {}: no MIG profiles read{}", g.index,
                                      offers ? std::string() : ": " + offers.error().message));
@@ -124,7 +132,7 @@ std::map<unsigned, std::vector<gpu::mig::Offer>> DraService::partitionable(const
 
 Result<dra::Device> DraService::create_partition(const dra::Device& p) {
   if (p.shape == nullptr || !p.placement_start) return fail(ErrorCode::kInternal, "{}: not a partition", p.name);
-  auto offers = gpu::mig::offers(node_, p.gpu_index);
+  auto offers = offers_of(p.gpu_index, p.parent_uuid);
   if (!offers) return std::unexpected(offers.error());
   const auto offer = std::ranges::find_if(*offers, [&](const gpu::mig::Offer& o) { return o.shape == p.shape; });
   if (offer == offers->end()) {

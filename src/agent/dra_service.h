@@ -97,6 +97,9 @@ class DraService {
   void start_event_watcher();                                   // start() or the service's thread
   dra::DeviceHealth health_locked(const dra::Device& d) const;  // mu_ held
   // Dynamic MIG: the GPUs to publish partitionable, with their offers (problems: why not).
+  // The MIG profiles GPU `uuid` (at NVML index `index`) offers, read once per GPU: they follow from
+  // the GPU's model and cannot change while it is in MIG mode.
+  Result<std::vector<gpu::mig::Offer>> offers_of(unsigned index, const std::string& uuid);
   std::map<unsigned, std::vector<gpu::mig::Offer>> partitionable(const gpu::Inventory& inv,
                                                                  std::vector<std::string>& problems);
   Result<dra::Device> create_partition(const dra::Device& partition);
@@ -121,6 +124,8 @@ class DraService {
   std::vector<dra::CounterSet> published_sets_;  // guarded by mu_
   bool dynamic_ = false;                         // guarded by mu_
   std::vector<std::string> problems_;            // guarded by mu_: last logged
+  std::mutex offers_mu_;
+  std::map<std::string, std::vector<gpu::mig::Offer>> offers_;  // guarded by offers_mu_: by GPU UUID
   std::unique_ptr<gpu::EventWatcher> events_;    // start() and the service's thread
   std::thread thread_;
 };

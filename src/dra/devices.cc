@@ -104,6 +104,9 @@ void add_partitions(const gpu::Inventory& inv, const gpu::GpuInfo& g, const std:
   for (unsigned i = 0; i < gpu::mig::kMemorySlices; ++i) set.counters[fmt::format("memory-slice-{}", i)] = 1;
   set.counters["compute-slices"] = gpu::mig::kComputeSlices;
   set.counters["media-extensions"] = 1;
+  // The GPU's attributes, once for all its partitions (and its problems said once).
+  Device base;
+  common_attributes(inv, g, options, base.attributes, problems);
   for (const auto& o : offers) {
     if (o.shape == nullptr) continue;
     for (const unsigned start : o.shape->starts) {
@@ -118,7 +121,7 @@ void add_partitions(const gpu::Inventory& inv, const gpu::GpuInfo& g, const std:
       d.profile = o.name;
       d.pci_bus_id = g.pci.bus_id.empty() ? std::string() : published_bus_id(g.pci.bus_id);
       d.name = gpu::dra_mig_name(d.minor, o.name, o.shape->profile_id, start);
-      common_attributes(inv, g, options, d.attributes, problems);
+      d.attributes = base.attributes;
       d.attributes["type"] = std::string("mig");
       d.attributes["parentUUID"] = g.uuid;
       d.attributes["profile"] = o.name;
