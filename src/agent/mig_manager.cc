@@ -114,8 +114,9 @@ void MigManager::finish(const std::string& state, const std::string& error) {
   for (const auto& uuid : withheld_) plugins_.release(uuid);
   withheld_.clear();
   restore_operands();
-  patch_labels({{kMigStateLabel, state}});
+  // The reason first: whoever sees the state sees why.
   (void)view_.annotate_node(kAnnotationMigError, error);
+  patch_labels({{kMigStateLabel, state}});
   const std::string note =
       error.empty() ? fmt::format("MIG layout {} applied", handled_) : fmt::format("MIG layout {}: {}", handled_, error);
   log::info("MIG manager: " + note);
@@ -202,17 +203,18 @@ void MigManager::change(const std::string& name, const nlohmann::json& node) {
     else log::info("MIG manager: " + name + " is already applied");
     return;
   }
-  // Pending: operands paused, the GPUs to change withheld and emptied.
-  patch_labels({{kMigStateLabel, "pending"}});
-  nlohmann::json pause = nlohmann::json::object();
+  // Pending: operands paused, the GPUs to change withheld and emptied. What is paused is written
+  // down first (a restarted agent restores it), then the state and the paused operands in one
+  // patch: whoever sees pending sees them paused.
+  nlohmann::json pending = {{kMigStateLabel, "pending"}};
   for (const char* k : kOperands) {
     if (label_of(node, k) == "true") {
-      pause[k] = kPausedForMigChange;
+      pending[k] = kPausedForMigChange;
       paused_.insert(k);
     }
   }
   (void)view_.annotate_node(kAnnotationMigManager, nlohmann::json{{"config", name}, {"paused", paused_}}.dump());
-  if (!pause.empty()) patch_labels(pause);
+  patch_labels(pending);
   std::vector<std::string> uuids;  // the changing GPUs and their MIG devices
   for (const auto& t : changing) {
     const auto it = std::find_if(inv->gpus.begin(), inv->gpus.end(), [&](const auto& g) { return g.index == t.index; });

@@ -31,9 +31,10 @@ std::vector<std::string> MigPlanning::round(const std::vector<kube::ObjectRef>& 
     if (!c.change || c.config.empty() || c.served == 0 || c.evictions > 0) continue;
     const auto it = by_name.find(c.node);
     if (it == by_name.end()) continue;
-    const std::string state = k8s::api::text(*it->second, {"metadata", "labels", "nvidia.com/mig.config.state"});
-    if (state == "pending") continue;
-    if (state == "failed" && k8s::api::text(*it->second, {"metadata", "labels", "nvidia.com/mig.config"}) == c.config) continue;
+    // Asked already: the label names the config, whatever the state (none yet: the MIG manager
+    // has not taken it up; pending; failed: it just failed here).
+    if (k8s::api::text(*it->second, {"metadata", "labels", "nvidia.com/mig.config"}) == c.config) continue;
+    if (k8s::api::text(*it->second, {"metadata", "labels", "nvidia.com/mig.config.state"}) == "pending") continue;
     auto r = client_.patch(
         kube::resources::kNodes, "", c.node, kube::PatchType::kMerge,
         {{"metadata", {{"labels", {{"nvidia.com/mig.config", c.config}, {"nvidia.com/mig.config.state", nullptr}}}}}});

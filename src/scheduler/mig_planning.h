@@ -8,7 +8,8 @@
 //   - it serves at least one pending request,
 //   - it evicts no running pod,
 //   - no change is under way there (nvidia.com/mig.config.state is not pending), and
-//   - the same config did not just fail there (state failed with that config named).
+//   - the node is not asked for that config already (nvidia.com/mig.config names it: the MIG
+//     manager has not taken it up yet, applied it, or it just failed there).
 // Each label written is a Normal Event MigConfigPlanned on the Node with the planner's reason.
 //
 // Thread safety: round() from one thread at a time; labelled() from any.

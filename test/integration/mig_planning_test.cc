@@ -64,6 +64,18 @@ TEST_F(Planning, LabelsOnlyWherePendingRequestsAreServedWithoutEvictions) {
   EXPECT_EQ(label("failed", "nvidia.com/mig.config.state"), "failed");
   EXPECT_EQ(p.labelled(), 1u);
 
+  // The next rounds, before the node's MIG manager has taken the label up (no state yet) and after
+  // it applied it: the node is asked already, nothing is labelled again.
+  for (const char* state : {"", "pending", "success"}) {
+    auto idle = client->get(kube::resources::kNodes, "", "idle");
+    ASSERT_TRUE(idle);
+    if (*state != '\0') (*idle)["metadata"]["labels"]["nvidia.com/mig.config.state"] = state;
+    for (auto& n : nodes)
+      if ((*n)["metadata"]["name"] == "idle") n = std::make_shared<const json>(*idle);
+    EXPECT_TRUE(p.round(nodes, pods).empty()) << "state \"" << state << "\"";
+  }
+  EXPECT_EQ(p.labelled(), 1u);
+
   // No pending request: nothing changes, however stranded the layouts are.
   MigPlanning quiet(*client, nullptr, std::nullopt);
   std::vector<kube::ObjectRef> running_only = {pods.front()};

@@ -13,30 +13,15 @@ import os
 import re
 import subprocess
 import sys
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, Process, http_ok, tail  # noqa: E402
-from kgpu_procs import eventually, kgpu, parallel, rbac_refusals, run_main, wait_listening  # noqa: E402
+from kgpu_procs import eventually, kgpu, metric, parallel, rbac_refusals, run_main, wait_listening  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
 NS = "many"
 PODS = 1100
-
-
-def metric(url, family, labels=""):
-    """The sum of `family`'s samples whose labels contain `labels`, or None when unreachable."""
-    try:
-        with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
-            text = r.read().decode()
-    except OSError:
-        return None
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(family) and (line[len(family)] in "{ ") and labels in line:
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def node(name, gpus=8):

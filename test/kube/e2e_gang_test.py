@@ -24,12 +24,10 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, shipped_scheduler_config  # noqa: E402
-from kgpu_procs import kgpu, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
+from kgpu_procs import events, kgpu, metric, pod_or_none, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -84,10 +82,7 @@ def body(check):
             return {"kueue.x-k8s.io/pod-group-name": group}, {"kueue.x-k8s.io/pod-group-total-count": str(total)}
 
         def pod(name):
-            try:
-                return c.get(f"/api/v1/namespaces/{NS}/pods/{name}")
-            except Exception:  # noqa: BLE001 - gone
-                return None
+            return pod_or_none(c, NS, name)
 
         def bound(name):
             p = pod(name)
@@ -97,8 +92,16 @@ def body(check):
             p = pod(name)
             return bool(p) and any(g["name"] == "kgpu.io/gang" for g in p["spec"].get("schedulingGates", []))
 
-        def events(reason):
-            return [e for e in c.get(f"/apis/events.k8s.io/v1/namespaces/{NS}/events")["items"] if e.get("reason") == reason]
+        def ns_events(reason):
+            return events(c, reason, NS)
+
+        def rounds():
+            return metric(url, "kgpu_scheduler_admission_rounds_total") or 0
+
+        def after_rounds(n):
+            """Waits until `n` more admission rounds have run: what they did not do, they will not do."""
+            start = rounds()
+            c.wait_for(lambda: rounds() >= start + n, 30, f"{n} more admission rounds")
 
         def delete(name):
             c.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}?gracePeriodSeconds=0")
@@ -117,10 +120,12 @@ def body(check):
             created = create_pod(f"train-{i}", 4, labels, ann)
             check(any(g["name"] == "kgpu.io/gang" for g in created["spec"].get("schedulingGates", [])),
                   f"the MutatingAdmissionPolicy gated train-{i} at creation", created["spec"].get("schedulingGates"))
-        time.sleep(1.5)
+        waiting = c.wait_for(lambda: (lambda w: w if len(w) == 3 else None)(
+            [e for e in ns_events("GangWaiting") if "ml/train: 3 of its 4 members exist" in e.get("note", "")]), 30,
+            "GangWaiting Events on the 3 members")
+        after_rounds(2)
         check(all(gated(f"train-{i}") and not bound(f"train-{i}") for i in range(3)),
               "3 of 4 members: all still gated and unbound")
-        waiting = [e for e in events("GangWaiting") if "ml/train: 3 of its 4 members exist" in e.get("note", "")]
         check(len(waiting) == 3, "a GangWaiting Event on each member says 3 of 4 exist", [e.get("note") for e in waiting])
         create_pod("train-3", 4, labels, ann)
         c.wait_for(lambda: all(bound(f"train-{i}") for i in range(4)), 60, "the whole gang bound")
@@ -128,15 +133,15 @@ def body(check):
         assigned = [pod(f"train-{i}")["metadata"].get("annotations", {}).get("kgpu.io/gpu-assignment", "") for i in range(4)]
         check(nodes == set(NODES) and all(a.count(",") == 3 for a in assigned),
               "the 4th member completes the gang: all 4 bound, 4 GPUs each over both nodes", (nodes, assigned))
-        c.wait_for(lambda: events("GangAdmitted"), 30, "GangAdmitted Events")
+        c.wait_for(lambda: ns_events("GangAdmitted"), 30, "GangAdmitted Events")
 
         # --- a second gang while the first holds every GPU --------------------------------------------
         labels, ann = kueue("second", 2)
         for i in range(2):
             create_pod(f"second-{i}", 8, labels, ann)
-        c.wait_for(lambda: any("gang ml/second does not fit now" in e.get("note", "") for e in events("GangWaiting")), 30,
+        c.wait_for(lambda: any("gang ml/second does not fit now" in e.get("note", "") for e in ns_events("GangWaiting")), 30,
                    "the second gang told it does not fit now")
-        time.sleep(1)
+        after_rounds(2)
         check(not any(bound(f"second-{i}") for i in range(2)) and all(gated(f"second-{i}") for i in range(2)),
               "nothing of the second gang is bound while the first holds the GPUs")
         for i in range(4):
@@ -149,14 +154,14 @@ def body(check):
         labels, ann = kueue("huge", 3)
         for i in range(3):
             create_pod(f"huge-{i}", 8, labels, ann)
-        ev = c.wait_for(lambda: [e for e in events("GangUnschedulable") if "ml/huge" in e.get("note", "")], 30,
+        ev = c.wait_for(lambda: [e for e in ns_events("GangUnschedulable") if "ml/huge" in e.get("note", "")], 30,
                         "GangUnschedulable for the gang larger than the cluster")
         check("the gang asks 24.00 GPUs of nvidia.com/gpu and the cluster has 16" in ev[0]["note"] and
               ev[0]["type"] == "Warning", "a gang larger than the cluster is unschedulable at once, with the numbers",
               ev[0]["note"])
         create_pod("confused", 1, {"kueue.x-k8s.io/pod-group-name": "g1", "scheduling.x-k8s.io/pod-group": "g2"},
                    {"kueue.x-k8s.io/pod-group-total-count": "1"})
-        ev = c.wait_for(lambda: events("GangInvalid"), 30, "GangInvalid for conflicting markers")
+        ev = c.wait_for(lambda: ns_events("GangInvalid"), 30, "GangInvalid for conflicting markers")
         check("pod ml/confused: label kueue.x-k8s.io/pod-group-name names gang \"g1\" but label "
               "scheduling.x-k8s.io/pod-group names \"g2\"" in ev[0]["note"],
               "conflicting gang markers name the pod and both fields", ev[0]["note"])
@@ -167,10 +172,13 @@ def body(check):
         c.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups",
                  {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "pg"},
                   "spec": {"minMember": 2}})
-        for i in range(2):
-            create_pod(f"pg-{i}", 2, {"scheduling.x-k8s.io/pod-group": "pg"})
+        create_pod("pg-0", 2, {"scheduling.x-k8s.io/pod-group": "pg"})
+        c.wait_for(lambda: any("gang ml/pg: 1 of its 2 members exist" in e.get("note", "") for e in ns_events("GangWaiting")),
+                   30, "the PodGroup's first member told it waits for the second")
+        held = gated("pg-0") and not bound("pg-0")
+        create_pod("pg-1", 2, {"scheduling.x-k8s.io/pod-group": "pg"})
         c.wait_for(lambda: all(bound(f"pg-{i}") for i in range(2)), 60, "the PodGroup's two members bound")
-        check(True, "a Coscheduling PodGroup's minMember makes the gang")
+        check(held, "a Coscheduling PodGroup's minMember makes the gang: one member of two is held, then both bound")
         for i in range(2):
             delete(f"pg-{i}")
 
@@ -180,7 +188,7 @@ def body(check):
         labels, ann = kueue("ports", 2)
         for i in range(2):
             create_pod(f"ports-{i}", 1, labels, ann, host_port=7777)
-        ev = c.wait_for(lambda: [e for e in events("GangTimedOut") if "ml/ports" in e.get("note", "")], 60,
+        ev = c.wait_for(lambda: [e for e in ns_events("GangTimedOut") if "ml/ports" in e.get("note", "")], 60,
                         "the reservation timing out")
         check("1 of 2 members not placed within 4000 ms; the reservation is released and the 1 placed are evicted"
               in ev[0]["note"], "the timeout says what it releases", ev[0]["note"])
@@ -228,10 +236,7 @@ clusterQueues:
                 "spec": {"containers": [{"name": "cuda", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}})
 
         def qget(ns, name):
-            try:
-                return c.get(f"/api/v1/namespaces/{ns}/pods/{name}")
-            except Exception:  # noqa: BLE001 - gone
-                return None
+            return pod_or_none(c, ns, name)
 
         def qbound(ns, name):
             p = qget(ns, name)
@@ -248,24 +253,20 @@ clusterQueues:
         check(any(g["name"] == "kgpu.io/queue" for g in created["spec"].get("schedulingGates", [])),
               "a pod of a queue's namespace is gated by kgpu.io/queue at creation")
         c.wait_for(lambda: qbound("qa", "a-own"), 60, "team-a's own 8 GPUs admitted and placed")
-        time.sleep(1.1)  # creation times have whole seconds: the gang is the newer workload
+        # Reclaim takes the newest first; created in the same second as a-own, the gang still goes
+        # first (ties go by workload id, and gang ids sort after pod uids).
         for i in range(2):
             qpod("qa", f"a-borrow-{i}", 4, {"kueue.x-k8s.io/pod-group-name": "borrow"},
                  {"kueue.x-k8s.io/pod-group-total-count": "2"})
         c.wait_for(lambda: all(qbound("qa", f"a-borrow-{i}") for i in range(2)), 60,
                    "team-a's gang admitted on borrowed quota and placed whole")
 
-        def metric(name, queue):
-            for line in urllib.request.urlopen(url + "/metrics", timeout=10).read().decode().splitlines():
-                if line.startswith(f'{name}{{queue="{queue}"'):
-                    return float(line.rsplit(" ", 1)[1])
-            return None
-        c.wait_for(lambda: metric("kgpu_queue_borrowed", "team-a") == 8, 10, "team-a borrowing 8 GPUs in the metrics")
-        check(metric("kgpu_queue_used", "team-a") == 16, "kgpu_queue_used: team-a uses 16, 8 of them borrowed")
+        c.wait_for(lambda: metric(url, "kgpu_queue_borrowed", 'queue="team-a"') == 8, 10,
+                   "team-a borrowing 8 GPUs in the metrics")
+        check(metric(url, "kgpu_queue_used", 'queue="team-a"') == 16, "kgpu_queue_used: team-a uses 16, 8 of them borrowed")
         # team-b's own work reclaims its quota: team-a's gang goes whole.
         qpod("qb", "b-own", 8)
-        ev = c.wait_for(lambda: [e for e in c.get("/apis/events.k8s.io/v1/namespaces/qa/events")["items"]
-                                 if e.get("reason") == "QueueReclaimed"], 30, "QueueReclaimed Events")
+        ev = c.wait_for(lambda: events(c, "QueueReclaimed", "qa"), 30, "QueueReclaimed Events")
         check(len(ev) == 2 and all("gang qa/borrow borrows in its cohort and is evicted so that queue team-b" in e["note"]
                                    for e in ev), "the borrowing gang is evicted whole for team-b", [e["note"] for e in ev])
         c.wait_for(lambda: qbound("qb", "b-own"), 60, "team-b's pod admitted and placed once the borrowers left")
@@ -273,18 +274,14 @@ clusterQueues:
         # A config that does not parse keeps the last good one.
         c.patch("/api/v1/namespaces/kgpu-system/configmaps/kgpu-scheduler-queues",
                 {"data": {"queues.yaml": queues_yaml.replace("nominalQuota: 8}]\n  - name: team-b", "nominalQuota: -1}]\n  - name: team-b")}})
-        ev = c.wait_for(lambda: [e for e in c.get("/apis/events.k8s.io/v1/namespaces/kgpu-system/events")["items"]
-                                 if e.get("reason") == "QueueConfigInvalid"], 30, "QueueConfigInvalid")
+        ev = c.wait_for(lambda: events(c, "QueueConfigInvalid", "kgpu-system"), 30, "QueueConfigInvalid")
         check("nominalQuota: -1 is negative; the last good config stays" in ev[0]["note"] and
               ev[0]["note"].startswith("ConfigMap kgpu-system/kgpu-scheduler-queues queues.yaml:6: "
                                          "clusterQueues[0].quotas[0].nominalQuota"),
               "a bad queue config is refused with its line and field, the last good one stays", ev[0]["note"])
-        c.wait_for(lambda: metric("kgpu_queue_config_ok", "") is None and "kgpu_queue_config_ok 0" in
-                   urllib.request.urlopen(url + "/metrics", timeout=10).read().decode(), 10, "kgpu_queue_config_ok 0")
+        c.wait_for(lambda: metric(url, "kgpu_queue_config_ok") == 0, 10, "kgpu_queue_config_ok 0")
         qpod("qa", "a-more", 4)
-        c.wait_for(lambda: any("queue team-a" in e.get("note", "") for e in
-                               c.get("/apis/events.k8s.io/v1/namespaces/qa/events")["items"]
-                               if e.get("reason") == "QueueWaiting"), 30, "team-a's next pod waiting under the old config")
+        c.wait_for(lambda: any("queue team-a" in e.get("note", "") for e in events(c, "QueueWaiting", "qa")), 30, "team-a's next pod waiting under the old config")
         rc, out, err = kgpu(build, "top", "namespaces", kubeconfig=c.kubeconfig)
         check("queues not shown: ConfigMap kgpu-system/kgpu-scheduler-queues queues.yaml:6:" in err,
               "kgpu top says why it shows no queues while the config does not parse", err)

@@ -23,11 +23,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import SOURCE, Cluster, Process  # noqa: E402
-from kgpu_procs import agent_port, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
+from kgpu_procs import agent_port, events, metric, rbac_refusals, run_main, start_agent, start_scheduler  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -118,8 +117,7 @@ def body(check):
         check(lb.get("nvidia.com/gpu.deploy.dcgm") == "true" and lb.get("nvidia.com/gpu.deploy.client") == "true"
               and lb.get("nvidia.com/gpu.deploy.nvsm") == "false",
               "the operands were restored ('false' left as it was)", lb)
-        events = c.get("/apis/events.k8s.io/v1/events")["items"]
-        check(any(e.get("reason") == "MigConfigApplied" for e in events), "a MigConfigApplied Event")
+        check(c.wait_for(lambda: events(c, "MigConfigApplied"), 30, "a MigConfigApplied Event"), "a MigConfigApplied Event")
         plugins = c.path(f"agent-{NODE}", "device-plugins")
         c.wait_for(lambda: all(os.path.exists(os.path.join(plugins, f"nvidia-mig-{p}.sock"))
                                for p in ("1g.10gb", "2g.20gb", "3g.40gb")) and
@@ -228,18 +226,20 @@ def body(check):
                 "metadata": {"name": f"want-7g-{k}"},
                 "spec": {"containers": [{"name": "cuda", "image": "cuda",
                                          "resources": {"limits": {"nvidia.com/mig-7g.80gb": "1"}}}]}})
-        start_scheduler(c, build, c.service_account_kubeconfig("kgpu-system", "kgpu-scheduler"),
-                        ["--leader-elect=false", "--mig-plan-interval-ms=300", f"--mig-plan-config-file={config}"])
+        url = start_scheduler(c, build, c.service_account_kubeconfig("kgpu-system", "kgpu-scheduler"),
+                              ["--leader-elect=false", "--mig-plan-interval-ms=300", f"--mig-plan-config-file={config}"])
         c.wait_for(lambda: labels().get("nvidia.com/mig.config") == "all-7g" and state_is("success"), 60,
                    "kgpu scheduler's MIG planning labels the node all-7g and the manager applies it")
         check(export().count('"7g.80gb": 1') == 8, "eight pending 7g.80gb requests re-laid out the node by themselves")
-        planned = [e for e in c.get(f"/apis/events.k8s.io/v1/events")["items"] if e.get("reason") == "MigConfigPlanned"]
+        planned = c.wait_for(lambda: events(c, "MigConfigPlanned"), 30, "the MigConfigPlanned Event")
         check(len(planned) == 1 and "nvidia.com/mig.config=all-7g for 8 pending MIG request(s)" in planned[0]["note"],
               "one MigConfigPlanned Event on the node says why", [e.get("note") for e in planned])
-        time.sleep(1.5)  # several more rounds: the applied config serves the same pods, nothing changes
+        # Several more rounds: the applied config serves the same pods, nothing changes.
+        rounds = metric(url, "kgpu_scheduler_mig_plan_rounds_total") or 0
+        c.wait_for(lambda: (metric(url, "kgpu_scheduler_mig_plan_rounds_total") or 0) >= rounds + 3, 30,
+                   "three more MIG planning rounds")
         check(labels().get("nvidia.com/mig.config") == "all-7g" and state_is("success") and
-              len([e for e in c.get("/apis/events.k8s.io/v1/events")["items"]
-                   if e.get("reason") == "MigConfigPlanned"]) == 1,
+              metric(url, "kgpu_scheduler_mig_labels_total") == 1 and len(events(c, "MigConfigPlanned")) == 1,
               "the next rounds leave the node alone")
         rbac_refusals(check, c, accounts=("kgpu-agent", "kgpu-scheduler"))
 

@@ -25,14 +25,13 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import CONTROLLERS, SOURCE, Cluster, Process  # noqa: E402
-from kgpu_procs import agent_port, kgpu, rbac_refusals, run_main, start_agent  # noqa: E402
+from kgpu_procs import agent_port, events, kgpu, pod_or_none, rbac_refusals, run_main, start_agent  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 HELM = os.path.join(SOURCE, ".tools/kube/helm")
@@ -81,11 +80,6 @@ def condition(c, node, type_):
     return None
 
 
-def events(c, reason):
-    items = c.get("/apis/events.k8s.io/v1/events")["items"]
-    return [e for e in items if e.get("reason") == reason]
-
-
 def gpu_pod(c, name, node, uuid):
     c.create(f"/api/v1/namespaces/{NS}/pods", {
         "metadata": {"name": name, "labels": {"app": "train"},
@@ -101,13 +95,7 @@ def agent_metrics(port):
 
 
 def pod_exists(c, name):
-    try:
-        c.get(f"/api/v1/namespaces/{NS}/pods/{name}")
-        return True
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            return False
-        raise
+    return pod_or_none(c, NS, name) is not None
 
 
 def body(check):

@@ -9,6 +9,8 @@ import re
 import sys
 import time
 import traceback
+import urllib.error
+import urllib.request
 
 from cluster import SOURCE, NotBuilt, Process, http_ok, tail
 
@@ -255,3 +257,34 @@ def timing_summary(seconds):
     import statistics
     return {"min_ms": round(min(seconds) * 1000, 1), "median_ms": round(statistics.median(seconds) * 1000, 1),
             "max_ms": round(max(seconds) * 1000, 1)}
+
+
+def metric(url, family, labels=""):
+    """The sum of `family`'s samples at `url`/metrics whose labels contain `labels`, or None when
+    the page cannot be read."""
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(family) and (line[len(family)] in "{ ") and labels in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def events(cluster, reason, ns=None):
+    """The events.k8s.io Events of `reason`, in namespace `ns` (all namespaces when None)."""
+    where = f"/namespaces/{ns}" if ns else ""
+    return [e for e in cluster.get(f"/apis/events.k8s.io/v1{where}/events")["items"] if e.get("reason") == reason]
+
+
+def pod_or_none(cluster, ns, name):
+    """The pod, or None when the API server says it does not exist (other errors raise)."""
+    try:
+        return cluster.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
