@@ -266,7 +266,9 @@ clusterQueues:
         check(metric(url, "kgpu_queue_used", 'queue="team-a"') == 16, "kgpu_queue_used: team-a uses 16, 8 of them borrowed")
         # team-b's own work reclaims its quota: team-a's gang goes whole.
         qpod("qb", "b-own", 8)
-        ev = c.wait_for(lambda: events(c, "QueueReclaimed", "qa"), 30, "QueueReclaimed Events")
+        # One Event per evicted member, written by the recorder's thread: wait for as many as the gang has.
+        ev = c.wait_for(lambda: (lambda e: e if len(e) >= 2 else None)(events(c, "QueueReclaimed", "qa")), 30,
+                        "QueueReclaimed Events")
         check(len(ev) == 2 and all("gang qa/borrow borrows in its cohort and is evicted so that queue team-b" in e["note"]
                                    for e in ev), "the borrowing gang is evicted whole for team-b", [e["note"] for e in ev])
         c.wait_for(lambda: qbound("qb", "b-own"), 60, "team-b's pod admitted and placed once the borrowers left")
