@@ -108,5 +108,25 @@ TEST_F(Admission, ADeletedMemberReleasesTheReservationWhole) {
   EXPECT_EQ(w.waiting.at("ml/job"), "gang ml/job: 3 of its 4 members exist");
 }
 
+// The timeout on the scheduler's clock: a reservation not bound whole within it is released whole
+// (its placed members' evictions are the API server's: e2e.gang checks them against kube-apiserver).
+TEST_F(Admission, AReservationNotBoundWithinTheTimeoutIsReleasedWhole) {
+  std::vector<json> pods;
+  for (int i = 0; i < 4; ++i) pods.push_back(member("t" + std::to_string(i), true));
+  GangAdmission admission(*sched, *client, nullptr, GangAdmissionOptions{std::chrono::seconds(60), &clock});
+  ASSERT_EQ(admission.round(refs(pods)).reserved.size(), 1u);
+  pods[0]["spec"]["nodeName"] = "n1";  // one member placed, three not
+  clock.advance(std::chrono::seconds(59));
+  GangRound r = admission.round(refs(pods));
+  EXPECT_TRUE(r.timed_out.empty());
+  EXPECT_EQ(admission.reserved(), 1u);
+  EXPECT_EQ(sched->allocation("nvidia.com/gpu").first, 16000);
+  clock.advance(std::chrono::seconds(2));
+  r = admission.round(refs(pods));
+  EXPECT_EQ(r.timed_out, std::vector<std::string>{"ml/job"});
+  EXPECT_EQ(admission.reserved(), 0u);
+  EXPECT_EQ(sched->allocation("nvidia.com/gpu").first, 0);
+}
+
 }  // namespace
 }  // namespace kgpu::scheduler
