@@ -10,6 +10,8 @@
 
 #include "common/yaml_load.h"
 #include "k8s/api/json.h"
+#include "k8s/api/objects.h"
+#include "k8s/objects.h"
 #include "k8s/quantity.h"
 #include "scheduler/gang.h"
 
@@ -181,39 +183,26 @@ bool before(const Workload* a, const Workload* b) {
 using nlohmann::json;
 using k8s::api::text;
 
-// The pod's requests of the resources `config` has quotas for, by (resource, model).
+// The pod's requests of the resources `config` has quotas for, by (resource, model): what the
+// scheduler counts (k8s::pod_request: containers, init containers and sidecars, overhead).
 Amounts requests_of(const Config& config, const json& pod) {
   std::set<std::string> resources;
   for (const auto& q : config.queues)
     for (const auto& x : q.quotas) resources.insert(x.resource);
-  const std::string model = text(pod, {"spec", "nodeSelector", "nvidia.com/gpu.product"});
   Amounts out;
-  if (!pod.contains("spec") || !pod["spec"].contains("containers")) return out;
-  for (const auto& c : pod["spec"]["containers"]) {
-    if (!c.is_object() || !c.contains("resources")) continue;
-    const json& res = c["resources"];
-    for (const char* part : {"limits", "requests"}) {
-      if (!res.contains(part) || !res[part].is_object()) continue;
-      for (const auto& [name, v] : res[part].items()) {
-        if (!resources.contains(name)) continue;
-        auto q = v.is_string() ? k8s::Quantity::parse(v.get<std::string>())
-                               : (v.is_number_integer() ? Result<k8s::Quantity>(k8s::Quantity::from_value(v.get<int64_t>()))
-                                                        : Result<k8s::Quantity>(std::unexpected(Error{})));
-        if (!q || q->is_negative()) continue;
-        auto& slot = out[{name, model}];
-        // A container's limit and request of an extended resource are equal; count it once.
-        if (std::string(part) == "requests" && res.contains("limits") && res["limits"].contains(name)) continue;
-        slot += q->value();
-      }
-    }
+  auto decoded = k8s::api::decode_pod(pod);
+  if (!decoded) return out;
+  const std::string model = text(pod, {"spec", "nodeSelector", "nvidia.com/gpu.product"});
+  for (const auto& r : resources) {
+    const k8s::Quantity q = k8s::pod_request(decoded->view.spec, r);
+    if (!q.is_zero() && !q.is_negative()) out[{r, model}] = q.value();
   }
   return out;
 }
 
 int32_t priority_of(const json& pod) {
-  if (pod.contains("spec") && pod["spec"].contains("priority") && pod["spec"]["priority"].is_number_integer())
-    return pod["spec"]["priority"].get<int32_t>();
-  return 0;
+  const json* p = k8s::api::find(pod, {"spec", "priority"});
+  return p != nullptr && p->is_number_integer() ? static_cast<int32_t>(std::clamp<int64_t>(p->get<int64_t>(), INT32_MIN, INT32_MAX)) : 0;
 }
 
 }  // namespace

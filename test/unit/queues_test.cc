@@ -2,6 +2,9 @@
 // borrowing within a cohort and reclaim.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "scheduler/queues.h"
 
 namespace kgpu::scheduler::queues {
@@ -196,6 +199,40 @@ clusterQueues:
   // The random cases reach both admissions and reclaims.
   EXPECT_GT(admitted_seen, 100u);
   EXPECT_GT(evicted_seen, 10u);
+}
+
+// The workloads of pods: requests as the scheduler counts them (an init container asking more than
+// the containers together sets the request), a gang as one workload of all its members, a pod
+// without the queue gate admitted, a finished pod left out.
+TEST(QueuesWorkloads, PodsBecomeWorkloadsAsTheSchedulerCountsThem) {
+  const Config c = config(kTwoTeams);
+  auto pod = [](const std::string& name, const std::string& ns, int gpus, bool gated) {
+    nlohmann::json p = {{"metadata", {{"name", name}, {"namespace", ns}, {"uid", "uid-" + name}, {"creationTimestamp", "2026-12-06T10:00:00Z"}}},
+                        {"spec", {{"containers", nlohmann::json::array({{{"name", "c"}, {"resources", {{"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}}}}}})}}}};
+    if (gated) p["spec"]["schedulingGates"] = nlohmann::json::array({{{"name", kQueueGate}}});
+    return p;
+  };
+  nlohmann::json init = pod("init", "a", 1, true);
+  init["spec"]["initContainers"] = nlohmann::json::array({{{"name", "i"}, {"resources", {{"limits", {{"nvidia.com/gpu", "3"}}}}}}});
+  nlohmann::json m0 = pod("m0", "b", 2, true), m1 = pod("m1", "b", 2, false);
+  for (auto* m : {&m0, &m1}) {
+    (*m)["metadata"]["labels"] = {{"kueue.x-k8s.io/pod-group-name", "job"}};
+    (*m)["metadata"]["annotations"] = {{"kueue.x-k8s.io/pod-group-total-count", "2"}};
+  }
+  nlohmann::json done = pod("done", "a", 4, false);
+  done["status"]["phase"] = "Succeeded";
+  const nlohmann::json other = pod("elsewhere", "c", 1, true);
+  const auto ws = workloads_of(c, {&init, &m0, &m1, &done, &other});
+  ASSERT_EQ(ws.size(), 2u);
+  std::map<std::string, const Workload*> by;
+  for (const auto& w : ws) by[w.id] = &w;
+  ASSERT_TRUE(by.contains("uid-init"));
+  EXPECT_EQ(amount_of(by["uid-init"]->request, {"nvidia.com/gpu", ""}), 3);
+  EXPECT_EQ(by["uid-init"]->queue, "team-a");
+  EXPECT_FALSE(by["uid-init"]->admitted);
+  ASSERT_TRUE(by.contains("gang:b/job"));
+  EXPECT_EQ(amount_of(by["gang:b/job"]->request, {"nvidia.com/gpu", ""}), 4);
+  EXPECT_FALSE(by["gang:b/job"]->admitted);  // one member still gated
 }
 
 }  // namespace
