@@ -20,6 +20,9 @@ using nlohmann::json;
 
 using k8s::api::text;
 
+// A PodGroup's minimum is read again at most this often (a gang waits many rounds for members).
+constexpr std::chrono::seconds kPodGroupTtl{10};
+
 struct Members {
   GangRef ref;
   std::vector<const json*> pods;
@@ -175,6 +178,11 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
         tell(true, "GangInvalid", fmt::format("gang {}: no minimum member count", key));
         continue;
       }
+      if (const auto read = podgroup_min_.find(key); read != podgroup_min_.end() && now - read->second.first < kPodGroupTtl) {
+        min = read->second.second;
+      }
+    }
+    if (!min) {
       auto pg = client_.get(m->ref.podgroup, m->ref.ns, m->ref.group);
       if (!pg) {
         tell(false, "GangWaiting",
@@ -188,6 +196,7 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
         continue;
       }
       min = *v;
+      podgroup_min_[key] = {now, *v};
     }
     if (static_cast<int64_t>(m->pods.size()) < *min) {
       tell(false, "GangWaiting", fmt::format("gang {}: {} of its {} members exist", key, m->pods.size(), *min));
@@ -229,6 +238,7 @@ GangRound GangAdmission::round(const std::vector<kube::ObjectRef>& pods) {
   }
   std::erase_if(evicted_, [&](const std::string& uid) { return !listed.contains(uid); });
   std::erase_if(gang_of_, [&](const auto& kv) { return !listed.contains(kv.first); });
+  std::erase_if(podgroup_min_, [&](const auto& kv) { return !gangs.contains(kv.first); });
   // Forget what was told about gangs and pods no longer there.
   for (auto it = said_.begin(); it != said_.end();) {
     if (!gangs.contains(it->first) && !invalid.contains(it->first)) {

@@ -79,6 +79,8 @@ class GangAdmission {
   std::set<std::string> evicted_;  // uids this evicted: no longer members, until the informer drops them
   // gang_of by pod uid, while its resourceVersion stays: rounds read again only changed pods.
   std::map<std::string, std::pair<std::string, Result<std::optional<GangRef>>>> gang_of_;
+  // The minimum read from a gang's PodGroup and when: read again after kPodGroupTtl, not every round.
+  std::map<std::string, std::pair<Clock::SteadyTime, int64_t>> podgroup_min_;
 };
 
 }  // namespace kgpu::scheduler

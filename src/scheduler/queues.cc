@@ -21,6 +21,7 @@ namespace {
 
 constexpr size_t kMaxQueues = 1000;
 constexpr size_t kMaxQuotas = 64;
+constexpr size_t kMaxNamespaces = 1000;  // per queue
 constexpr int64_t kMaxQuota = int64_t{1} << 40;
 
 struct Reader : YamlReader {
@@ -245,6 +246,8 @@ Result<Config> parse_config(std::string_view text, const std::string& source) {
     q.cohort = *cohort;
     if (const YAML::Node ns = n["namespaces"]) {
       if (!ns.IsSequence()) return r.bad(ns, f + ".namespaces", "want a list");
+      if (ns.size() > kMaxNamespaces)
+        return r.bad(ns, f + ".namespaces", "{} namespaces, at most {}", ns.size(), kMaxNamespaces);
       for (size_t k = 0; k < ns.size(); ++k) {
         auto v = r.text(ns[k], fmt::format("{}.namespaces[{}]", f, k), true);
         if (!v) return std::unexpected(v.error());

@@ -53,7 +53,7 @@ TEST(QueuesConfig, ReadsKueuesVocabularyAndRefusesBadConfigsNamingTheField) {
   EXPECT_EQ(queue_for(c, "shared", "fast"), "team-b");
   EXPECT_EQ(queue_for(c, "shared", ""), "");
 
-  const std::vector<std::pair<std::string, std::string>> bad = {
+  std::vector<std::pair<std::string, std::string>> bad = {
       {"version: v1\nclusterQueues:\n  - name: a\n    quotas: [{resource: nvidia.com/gpu, nominalQuota: -2}]\n",
        "queues.yaml:4: clusterQueues[0].quotas[0].nominalQuota: -2 is negative"},
       {"version: v1\nclusterQueues:\n  - name: a\n    cohort: b\n    quotas: [{resource: r, nominalQuota: 1}]\n"
@@ -73,6 +73,10 @@ TEST(QueuesConfig, ReadsKueuesVocabularyAndRefusesBadConfigsNamingTheField) {
        "is not a DNS label"},
       {"a: &x [*x]\n", "queues.yaml"},
   };
+  std::string many = "version: v1\nclusterQueues:\n  - name: a\n    quotas: [{resource: r, nominalQuota: 1}]\n    namespaces: [";
+  for (int i = 0; i < 1001; ++i) many += (i ? ",n" : "n") + std::to_string(i);
+  many += "]\n";
+  bad.emplace_back(many, "queues.yaml:5: clusterQueues[0].namespaces: 1001 namespaces, at most 1000");
   for (const auto& [text, want] : bad) {
     auto c2 = parse_config(text, "queues.yaml");
     ASSERT_FALSE(c2) << text;
