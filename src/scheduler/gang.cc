@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "apiclient/events.h"
 #include "k8s/api/json.h"
 
 namespace kgpu::scheduler {
@@ -111,6 +112,14 @@ bool has_gang_gate(const json& pod, const char* gate) {
   for (const auto& g : *gates)
     if (text(g, {"name"}) == gate) return true;
   return false;
+}
+
+void pod_event(kube::EventRecorder* events, const json& pod, bool warning, const std::string& reason,
+               const std::string& note) {
+  if (events == nullptr) return;
+  events->record(kube::EventTarget{"v1", "Pod", text(pod, {"metadata", "namespace"}), text(pod, {"metadata", "name"}),
+                                   text(pod, {"metadata", "uid"})},
+                 warning ? "Warning" : "Normal", reason, "Scheduling", note);
 }
 
 bool pod_finished(const json& pod) {

@@ -27,6 +27,10 @@
 #include "apiclient/client.h"
 #include "common/error.h"
 
+namespace kgpu::kube {
+class EventRecorder;
+}  // namespace kgpu::kube
+
 namespace kgpu::scheduler {
 
 // The scheduling gate kgpu's admission holds a gang member behind (added by the chart's
@@ -56,6 +60,10 @@ Result<int64_t> podgroup_min_count(const GangRef& ref, const nlohmann::json& pod
 
 // Whether the pod carries the scheduling gate `gate` (default: kgpu's gang gate).
 bool has_gang_gate(const nlohmann::json& pod, const char* gate = kGangGate);
+
+// A Scheduling Event about the pod (Warning or Normal); nothing when `events` is null.
+void pod_event(kube::EventRecorder* events, const nlohmann::json& pod, bool warning, const std::string& reason,
+               const std::string& note);
 
 // Whether the pod is done with (Succeeded, Failed, or being deleted): it counts for no gang or queue.
 bool pod_finished(const nlohmann::json& pod);

@@ -36,10 +36,7 @@ GangAdmission::GangAdmission(GpuScheduler& scheduler, kube::Client& client, kube
     : sched_(scheduler), client_(client), events_(events), opt_(o) {}
 
 void GangAdmission::event(const json& pod, bool warning, const std::string& reason, const std::string& note) {
-  if (events_ == nullptr) return;
-  events_->record(kube::EventTarget{"v1", "Pod", text(pod, {"metadata", "namespace"}), text(pod, {"metadata", "name"}),
-                                    text(pod, {"metadata", "uid"})},
-                  warning ? "Warning" : "Normal", reason, "Scheduling", note);
+  pod_event(events_, pod, warning, reason, note);
 }
 
 bool GangAdmission::admit(const json& pod) {

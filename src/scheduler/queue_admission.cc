@@ -75,10 +75,7 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
   }
   std::erase_if(evicted_, [&](const std::string& u) { return !listed.contains(u); });
   const auto event = [&](const json& pod, bool warning, const char* reason, const std::string& note) {
-    if (events_ == nullptr) return;
-    events_->record(kube::EventTarget{"v1", "Pod", text(pod, {"metadata", "namespace"}), text(pod, {"metadata", "name"}),
-                                      text(pod, {"metadata", "uid"})},
-                    warning ? "Warning" : "Normal", reason, "Scheduling", note);
+    pod_event(events_, pod, warning, reason, note);
   };
   const queues::Config empty;
   const queues::Config& config = config_ ? *config_ : empty;
