@@ -308,7 +308,7 @@ Result<std::vector<PreparedDevice>> Driver::prepare_one(const ClaimRef& ref, boo
     bool armed = true;
     ~Undo() {
       if (!armed || partitions.empty()) return;
-      d.destroy_partitions_locked(partitions);
+      (void)d.destroy_partitions_locked(partitions);
       d.claims_.erase(uid);
       (void)d.save_locked();
     }
@@ -375,13 +375,16 @@ Result<std::vector<PreparedDevice>> Driver::prepare_one(const ClaimRef& ref, boo
   return out;
 }
 
-void Driver::destroy_partitions_locked(const std::vector<PreparedDevice>& devices) {
+std::string Driver::destroy_partitions_locked(const std::vector<PreparedDevice>& devices) {
+  std::string first;
   for (const auto& d : devices) {
     if (!d.partition || !opt_.destroy_partition) continue;
     if (auto ok = opt_.destroy_partition(*d.partition); !ok) {
       log::warn("DRA: MIG partition not destroyed: " + ok.error().message, {log::kv("device", d.device_name)});
+      if (first.empty()) first = ok.error().message;
     }
   }
+  return first;
 }
 
 std::vector<Partition> Driver::partitions() const {
@@ -427,7 +430,7 @@ std::map<std::string, PrepareResult> Driver::prepare(const std::vector<ClaimRef>
       claims_.erase(ref.uid);
       ::unlink(cdi_spec_path(ref.uid).c_str());
       if (mps && opt_.stop_mps) opt_.stop_mps(ref.uid);
-      destroy_partitions_locked(*devices);
+      (void)destroy_partitions_locked(*devices);
       (void)save_locked();
       r.error = fmt::format("claim {}/{} ({}): {}", ref.ns, ref.name, ref.uid, ok.error().message);
       continue;
@@ -455,15 +458,7 @@ std::map<std::string, std::string> Driver::unprepare(const std::vector<ClaimRef>
     }
     auto it = claims_.find(ref.uid);
     if (it == claims_.end()) continue;
-    std::string undone;
-    for (const auto& d : it->second.devices) {
-      if (!d.partition || !opt_.destroy_partition) continue;
-      if (auto ok = opt_.destroy_partition(*d.partition); !ok) {
-        undone = ok.error().message;
-        break;
-      }
-    }
-    if (!undone.empty()) {
+    if (const std::string undone = destroy_partitions_locked(it->second.devices); !undone.empty()) {
       err = fmt::format("claim {} ({}): MIG partition not destroyed: {}", ref.name, ref.uid, undone);
       continue;
     }

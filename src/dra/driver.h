@@ -133,7 +133,9 @@ class Driver {
     bool mps = false;
   };
   Result<std::vector<PreparedDevice>> prepare_one(const ClaimRef& ref, bool& mps);
-  void destroy_partitions_locked(const std::vector<PreparedDevice>& devices);
+  // Destroys the MIG partitions among `devices`, every one tried; the first failure's message, ""
+  // when none failed. mu_ held.
+  std::string destroy_partitions_locked(const std::vector<PreparedDevice>& devices);
   Result<void> save_locked();
 
   DriverOptions opt_;

@@ -251,7 +251,6 @@ ClusterPlan plan_cluster(const std::vector<const nlohmann::json*>& nodes, const 
   }
   for (auto& [key, members] : groups) {
     const ConfigFile f = file ? *file : default_configs(group_offers[key]);
-    for (auto& m : members) m.offers = group_offers[key];
     auto c = plan_configs(f, members, pending);
     for (const auto& x : c) {
       for (const auto& p : x.served_profiles) {
