@@ -53,6 +53,32 @@ Result<std::optional<GpuInstance>> first_instance(const Library& lib, Device dev
   return std::optional<GpuInstance>();
 }
 
+// Destroys GPU instance `gi` (id `gi_id` of `shape`, null when unknown, on GPU `index`): its
+// compute instances first. `where` (" (3g.40gb at 2)" or "") goes into the errors, which say when
+// a process holds the instance.
+Result<void> destroy_gi(const Library& lib, GpuInstance gi, const Shape* shape, unsigned index, unsigned gi_id,
+                        const std::string& where) {
+  const auto& sym = lib.symbols();
+  const auto in_use = [](Return r) { return r == kErrorInUse ? " (a process is still on it)" : ""; };
+  ComputeInstance cis[kMaxInstances] = {};
+  unsigned count = 0;
+  Return r = lib.call(sym.nvmlGpuInstanceGetComputeInstances, gi, full_ci_profile(shape ? shape->compute_slices : 7), cis,
+                      &count);
+  for (unsigned k = 0; r == kSuccess && k < count && k < kMaxInstances; ++k) {
+    r = lib.call(sym.nvmlComputeInstanceDestroy, cis[k]);
+    if (r != kSuccess) {
+      return fail(ErrorCode::kUnavailable, "GPU {}: destroying the compute instance of GPU instance {}{}: {}{}", index,
+                  gi_id, where, describe(lib, r), in_use(r));
+    }
+  }
+  r = lib.call(sym.nvmlGpuInstanceDestroy, gi);
+  if (r != kSuccess) {
+    return fail(ErrorCode::kUnavailable, "GPU {}: destroying GPU instance {}{}: {}{}", index, gi_id, where,
+                describe(lib, r), in_use(r));
+  }
+  return {};
+}
+
 Result<void> destroy_all(const Library& lib, Device dev, unsigned index) {
   const auto& sym = lib.symbols();
   for (unsigned guard = 0; guard < 2 * kMaxInstances; ++guard) {
@@ -62,22 +88,7 @@ Result<void> destroy_all(const Library& lib, Device dev, unsigned index) {
     GpuInstanceInfo info{};
     Return r = lib.call(sym.nvmlGpuInstanceGetInfo, **gi, &info);
     if (r != kSuccess) return fail(ErrorCode::kUnavailable, "GPU {}: reading a GPU instance: {}", index, describe(lib, r));
-    const Shape* s = shape_by_profile_id(info.profileId);
-    ComputeInstance cis[kMaxInstances] = {};
-    unsigned count = 0;
-    r = lib.call(sym.nvmlGpuInstanceGetComputeInstances, **gi, full_ci_profile(s ? s->compute_slices : 7), cis, &count);
-    for (unsigned k = 0; r == kSuccess && k < count; ++k) {
-      r = lib.call(sym.nvmlComputeInstanceDestroy, cis[k]);
-      if (r != kSuccess) {
-        return fail(ErrorCode::kUnavailable, "GPU {}: destroying the compute instance of GPU instance {}: {}{}", index,
-                    info.id, describe(lib, r), r == kErrorInUse ? " (a process is still on it)" : "");
-      }
-    }
-    r = lib.call(sym.nvmlGpuInstanceDestroy, **gi);
-    if (r != kSuccess) {
-      return fail(ErrorCode::kUnavailable, "GPU {}: destroying GPU instance {}: {}{}", index, info.id, describe(lib, r),
-                  r == kErrorInUse ? " (a process is still on it)" : "");
-    }
+    if (auto ok = destroy_gi(lib, **gi, shape_by_profile_id(info.profileId), index, info.id, ""); !ok) return ok;
   }
   return fail(ErrorCode::kInternal, "GPU {}: GPU instances remain after destroying {}", index, 2 * kMaxInstances);
 }
@@ -246,15 +257,7 @@ Result<void> restore(const NodeGpus& node, unsigned index, Device dev,
       for (unsigned k = 0; k < count; ++k) {
         GpuInstanceInfo info{};
         if (lib.call(sym.nvmlGpuInstanceGetInfo, gis[k], &info) != kSuccess || info.id != i.gpu_instance_id) continue;
-        ComputeInstance cis[kMaxInstances] = {};
-        unsigned ncis = 0;
-        if (lib.call(sym.nvmlGpuInstanceGetComputeInstances, gis[k], full_ci_profile(s.compute_slices), cis, &ncis) == kSuccess) {
-          for (unsigned c = 0; c < ncis; ++c) (void)lib.call(sym.nvmlComputeInstanceDestroy, cis[c]);
-        }
-        const Return r = lib.call(sym.nvmlGpuInstanceDestroy, gis[k]);
-        if (r != kSuccess) {
-          return fail(ErrorCode::kUnavailable, "GPU {}: destroying GPU instance {}: {}", index, info.id, describe(lib, r));
-        }
+        if (auto ok = destroy_gi(lib, gis[k], &s, index, info.id, ""); !ok) return ok;
       }
     }
   }
@@ -375,28 +378,13 @@ Result<Instance> create_instance(const NodeGpus& node, unsigned index, const Off
 
 Result<void> destroy_instance(const NodeGpus& node, unsigned index, const Shape& shape, unsigned start) {
   const auto& lib = node.library();
-  const auto& sym = lib.symbols();
   auto dev = node.handle(index);
   if (!dev) return std::unexpected(dev.error());
   auto found = instance_at(lib, *dev, index, shape, start);
   if (!found) return std::unexpected(found.error());
   if (!*found) return {};
   const auto [gi, gi_id] = **found;
-  ComputeInstance cis[kMaxInstances] = {};
-  const unsigned n = compute_instances(lib, gi, shape, cis);
-  for (unsigned k = 0; k < n; ++k) {
-    const Return r = lib.call(sym.nvmlComputeInstanceDestroy, cis[k]);
-    if (r != kSuccess) {
-      return fail(ErrorCode::kUnavailable, "GPU {}: destroying the compute instance of GPU instance {} ({} at {}): {}{}",
-                  index, gi_id, shape.key, start, describe(lib, r), r == kErrorInUse ? " (a process is still on it)" : "");
-    }
-  }
-  const Return r = lib.call(sym.nvmlGpuInstanceDestroy, gi);
-  if (r != kSuccess) {
-    return fail(ErrorCode::kUnavailable, "GPU {}: destroying GPU instance {} ({} at {}): {}{}", index, gi_id, shape.key,
-                start, describe(lib, r), r == kErrorInUse ? " (a process is still on it)" : "");
-  }
-  return {};
+  return destroy_gi(lib, gi, &shape, index, gi_id, fmt::format(" ({} at {})", shape.key, start));
 }
 
 }  // namespace kgpu::gpu::mig
