@@ -37,6 +37,9 @@ bool same_pool(const std::vector<dra::PublishedDevice>& a, const std::vector<dra
 }  // namespace
 
 void DraService::refresh() {
+  // The claims' partitions as they were before the inventory read: an unprepare between the two
+  // leaves its instance in the inventory, and it is still ours (partitionable()).
+  const std::vector<dra::Partition> ours_before = driver_ ? driver_->partitions() : std::vector<dra::Partition>{};
   auto inv = node_.inventory();
   if (!inv) {
     log::warn("DRA: inventory not read: " + inv.error().message);
@@ -59,7 +62,7 @@ void DraService::refresh() {
 
   dra::BuildOptions bo{opt_.sysfs_root, {}};
   std::vector<std::string> partition_problems;
-  if (dynamic_mig()) bo.partitionable = partitionable(*inv, partition_problems);
+  if (dynamic_mig()) bo.partitionable = partitionable(*inv, ours_before, partition_problems);
   dra::DeviceSet set = dra::build_devices(*inv, bo);
   set.problems.insert(set.problems.end(), partition_problems.begin(), partition_problems.end());
   std::set<unsigned> lost;
@@ -100,9 +103,10 @@ Result<std::vector<gpu::mig::Offer>> DraService::offers_of(unsigned index, const
 }
 
 std::map<unsigned, std::vector<gpu::mig::Offer>> DraService::partitionable(const gpu::Inventory& inv,
+                                                                           std::vector<dra::Partition> ours,
                                                                            std::vector<std::string>& problems) {
   std::map<unsigned, std::vector<gpu::mig::Offer>> out;
-  const std::vector<dra::Partition> ours = driver_ ? driver_->partitions() : std::vector<dra::Partition>{};
+  if (driver_) std::ranges::copy(driver_->partitions(), std::back_inserter(ours));  // and those prepared since
   for (const auto& g : inv.gpus) {
     if (g.lost || !g.mig_enabled.value_or(false)) continue;
     std::vector<std::string> foreign;

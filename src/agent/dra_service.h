@@ -96,11 +96,12 @@ class DraService {
   void on_event(const gpu::Event& e);                           // the event thread
   void start_event_watcher();                                   // start() or the service's thread
   dra::DeviceHealth health_locked(const dra::Device& d) const;  // mu_ held
-  // Dynamic MIG: the GPUs to publish partitionable, with their offers (problems: why not).
   // The MIG profiles GPU `uuid` (at NVML index `index`) offers, read once per GPU: they follow from
   // the GPU's model and cannot change while it is in MIG mode.
   Result<std::vector<gpu::mig::Offer>> offers_of(unsigned index, const std::string& uuid);
-  std::map<unsigned, std::vector<gpu::mig::Offer>> partitionable(const gpu::Inventory& inv,
+  // Dynamic MIG: the GPUs to publish partitionable, with their offers (problems: why not).
+  // `ours`: the claims' partitions read before `inv` (those read after are added).
+  std::map<unsigned, std::vector<gpu::mig::Offer>> partitionable(const gpu::Inventory& inv, std::vector<dra::Partition> ours,
                                                                  std::vector<std::string>& problems);
   Result<dra::Device> create_partition(const dra::Device& partition);
   Result<void> destroy_partition(const dra::Partition& p);
