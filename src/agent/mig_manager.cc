@@ -10,7 +10,6 @@
 
 #include "agent/node_pods.h"
 #include "agent/plugin_manager.h"
-#include "common/files.h"
 #include "common/json_guard.h"
 #include "common/log.h"
 #include "gpu/mig_config.h"
@@ -183,8 +182,7 @@ void MigManager::change(const std::string& name, const nlohmann::json& node) {
   }
   Result<mig::ConfigFile> file = mig::default_configs(offers);
   if (!opt_.config_file.empty()) {
-    auto text = read_file_limited(opt_.config_file, 1 << 20);
-    file = text ? mig::parse_config(*text, opt_.config_file) : Result<mig::ConfigFile>(std::unexpected(text.error()));
+    file = mig::load_config_file(opt_.config_file);
   }
   if (!file) return finish("failed", file.error().message);
   auto targets = mig::select(*file, name, ids);

@@ -6,13 +6,13 @@
 #include <map>
 #include <optional>
 
-#include "common/files.h"
 #include "apiclient/client.h"
 #include "apiclient/config.h"
 #include "gpu/mig_config.h"
 #include "gpu/mig_plan.h"
 #include "gpu/node.h"
 #include "gpu/nvml/library.h"
+#include "scheduler/mig_planning.h"
 
 namespace kgpu::cli {
 
@@ -55,9 +55,7 @@ Result<NodeFacts> facts(const gpu::NodeGpus& node) {
 
 Result<mig::ConfigFile> load(const Flags& fl, const NodeFacts& f) {
   if (fl.file.empty()) return mig::default_configs(f.offers);
-  auto text = read_file_limited(fl.file, 1 << 20);
-  if (!text) return std::unexpected(text.error());
-  return mig::parse_config(*text, fl.file);
+  return mig::load_config_file(fl.file);
 }
 
 int run_plan(const Flags& fl) {
@@ -76,8 +74,7 @@ int run_plan(const Flags& fl) {
   }
   std::optional<mig::ConfigFile> file;
   if (!fl.file.empty()) {
-    auto text = read_file_limited(fl.file, 1 << 20);
-    auto parsed = text ? mig::parse_config(*text, fl.file) : Result<mig::ConfigFile>(std::unexpected(text.error()));
+    auto parsed = mig::load_config_file(fl.file);
     if (!parsed) {
       std::cerr << "kgpu mig plan: " << parsed.error().message << "\n";
       return 2;
@@ -109,10 +106,7 @@ int run_plan(const Flags& fl) {
   int status = 0;
   for (const auto& c : choices) {
     if (!c.change || c.config.empty()) continue;
-    auto r = (*client)->patch(kube::resources::kNodes, "", c.node, kube::PatchType::kMerge,
-                              {{"metadata",
-                                {{"labels", {{"nvidia.com/mig.config", c.config},
-                                             {"nvidia.com/mig.config.state", nullptr}}}}}});
+    auto r = scheduler::ask_mig_config(**client, c.node, c.config);
     if (!r) {
       std::cerr << "kgpu mig plan: labelling " << c.node << ": " << r.error().text() << "\n";
       status = 1;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/files.h"
 #include "common/yaml_load.h"
 
 namespace kgpu::gpu::mig {
@@ -359,6 +360,12 @@ Result<ConfigFile> export_layout(const NodeGpus& node, const std::string& name) 
     entries.push_back(std::move(e));
   }
   return out;
+}
+
+Result<ConfigFile> load_config_file(const std::string& path) {
+  auto text = read_file_limited(path, 1 << 20);
+  if (!text) return std::unexpected(text.error());
+  return parse_config(*text, path);
 }
 
 }  // namespace kgpu::gpu::mig

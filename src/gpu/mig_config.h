@@ -41,6 +41,8 @@ struct ConfigFile {
 };
 
 Result<ConfigFile> parse_config(std::string_view text, const std::string& source);
+// parse_config of the file at `path` (at most 1 MiB).
+Result<ConfigFile> load_config_file(const std::string& path);
 
 // The config as mig-parted writes it (`version: v1`, the names sorted).
 std::string format_config(const ConfigFile& file);

@@ -13,6 +13,12 @@
 namespace kgpu::scheduler {
 
 
+kube::ApiResult<nlohmann::json> ask_mig_config(kube::Client& client, const std::string& node, const std::string& config) {
+  return client.patch(
+      kube::resources::kNodes, "", node, kube::PatchType::kMerge,
+      {{"metadata", {{"labels", {{"nvidia.com/mig.config", config}, {"nvidia.com/mig.config.state", nullptr}}}}}});
+}
+
 MigPlanning::MigPlanning(kube::Client& client, kube::EventRecorder* events, std::optional<gpu::mig::ConfigFile> file)
     : client_(client), events_(events), file_(std::move(file)) {}
 
@@ -35,9 +41,7 @@ std::vector<std::string> MigPlanning::round(const std::vector<kube::ObjectRef>& 
     // has not taken it up; pending; failed: it just failed here).
     if (k8s::api::text(*it->second, {"metadata", "labels", "nvidia.com/mig.config"}) == c.config) continue;
     if (k8s::api::text(*it->second, {"metadata", "labels", "nvidia.com/mig.config.state"}) == "pending") continue;
-    auto r = client_.patch(
-        kube::resources::kNodes, "", c.node, kube::PatchType::kMerge,
-        {{"metadata", {{"labels", {{"nvidia.com/mig.config", c.config}, {"nvidia.com/mig.config.state", nullptr}}}}}});
+    auto r = ask_mig_config(client_, c.node, c.config);
     if (!r) {
       ++failures_;
       log::warn("MIG planning: labelling the node failed",

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "apiclient/client.h"
 #include "apiclient/informer.h"
 #include "gpu/mig_config.h"
 
@@ -30,6 +31,10 @@ class EventRecorder;
 }  // namespace kgpu::kube
 
 namespace kgpu::scheduler {
+
+// Labels `node` nvidia.com/mig.config=`config` and clears its state label for the MIG manager's
+// outcome (NVIDIA's contract).
+kube::ApiResult<nlohmann::json> ask_mig_config(kube::Client& client, const std::string& node, const std::string& config);
 
 class MigPlanning {
  public:

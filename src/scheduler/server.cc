@@ -6,7 +6,6 @@
 #include <random>
 #include <thread>
 
-#include "common/files.h"
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -106,9 +105,7 @@ int run_scheduler(const ServeOptions& o, std::atomic<bool>* stop_flag) {
   GpuScheduler& s = **sched;
   std::optional<gpu::mig::ConfigFile> mig_file;
   if (o.mig_plan_interval.count() > 0 && !o.mig_plan_config_file.empty()) {
-    auto text = read_file_limited(o.mig_plan_config_file, 1 << 20);
-    auto parsed = text ? gpu::mig::parse_config(*text, o.mig_plan_config_file)
-                       : Result<gpu::mig::ConfigFile>(std::unexpected(text.error()));
+    auto parsed = gpu::mig::load_config_file(o.mig_plan_config_file);
     if (!parsed) {
       log::error("--mig-plan-config-file: " + parsed.error().message);
       return 2;
