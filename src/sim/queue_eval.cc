@@ -16,6 +16,7 @@
 #include "common/strings.h"
 #include "framework/framework.h"
 #include "scheduler/queues.h"
+#include "sim/scheduling_queue.h"
 #include "sim/simulator.h"
 
 namespace kgpu::sim {
@@ -165,7 +166,7 @@ struct JobState {
   bool started = false, done = false, admitted = false, in_queue = false;
   uint32_t epoch = 0;
   int failures = 0;
-  int64_t backoff_until = 0, start = 0, completion = 0, gone = 0;  // gone: members departed
+  int64_t start = 0, completion = 0, gone = 0;  // gone: members departed
   std::vector<sched::Placement> placements;  // per member, while started
   std::vector<char> left;                    // per member: departed
   size_t evictions = 0;
@@ -241,15 +242,12 @@ Result<ScenarioResult> run(const std::vector<sched::NodeState>& nodes, const Tra
     if (x.arrival != y.arrival) return x.arrival > y.arrival;
     return a.first > b.first;
   };
-  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> active(later);
-  std::vector<Entry> parked;
-  using Timed = std::tuple<int64_t, size_t, uint32_t>;  // (time, job, epoch)
-  std::priority_queue<Timed, std::vector<Timed>, std::greater<>> backoff;
+  SchedulingQueue<Entry, decltype(later)> scheduling(later);
   using Departure = std::tuple<int64_t, size_t, size_t, uint32_t>;  // (time, job, member, epoch)
   std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
   auto enqueue = [&](size_t j) {
     st[j].in_queue = true;
-    active.emplace(j, st[j].epoch);
+    scheduling.push({j, st[j].epoch});
   };
 
   int64_t allocated = 0;
@@ -308,22 +306,8 @@ Result<ScenarioResult> run(const std::vector<sched::NodeState>& nodes, const Tra
         dirty = true;
       }
     }
-    if (freed) {
-      for (const auto& e : parked) {
-        if (e.second != st[e.first].epoch) continue;
-        if (st[e.first].backoff_until <= now) {
-          active.push(e);
-        } else {
-          backoff.emplace(st[e.first].backoff_until, e.first, e.second);
-        }
-      }
-      parked.clear();
-    }
-    while (!backoff.empty() && std::get<0>(backoff.top()) <= now) {
-      const auto [when, j, epoch] = backoff.top();
-      backoff.pop();
-      if (epoch == st[j].epoch) active.emplace(j, epoch);
-    }
+    if (freed) scheduling.departure(now);
+    scheduling.tick(now);
     while (next_arrival < jobs.size() && jobs[next_arrival].arrival <= now) {
       const size_t j = next_arrival++;
       if (queued(j)) {
@@ -346,19 +330,13 @@ Result<ScenarioResult> run(const std::vector<sched::NodeState>& nodes, const Tra
       }
       for (const auto& [claimant, victims] : d.evict) {
         for (const auto& v : victims) evict(std::stoul(v));
-        freed = true;
         dirty = true;  // the claimant is admitted by the next pass
       }
-      if (freed) {
-        for (const auto& e : parked)
-          if (e.second == st[e.first].epoch) active.push(e);
-        parked.clear();
-      }
+      if (!d.evict.empty()) scheduling.departure(now);  // the victims' GPUs are free
     }
 
-    if (!active.empty()) {
-      const auto [j, epoch] = active.top();
-      active.pop();
+    if (scheduling.ready()) {
+      const auto [j, epoch] = scheduling.pop();
       if (epoch != st[j].epoch || !st[j].in_queue) continue;
       ++r.attempts;
       JobState& s = st[j];
@@ -378,8 +356,7 @@ Result<ScenarioResult> run(const std::vector<sched::NodeState>& nodes, const Tra
           allocated -= t.pod(jobs[j].members[m]).gpu_request();
         }
         s.placements.clear();
-        s.backoff_until = now + backoff_seconds(++s.failures);
-        parked.emplace_back(j, epoch);
+        scheduling.park({j, epoch}, now + backoff_seconds(++s.failures));
         continue;
       }
       s.in_queue = false;
@@ -396,7 +373,7 @@ Result<ScenarioResult> run(const std::vector<sched::NodeState>& nodes, const Tra
     int64_t next = INT64_MAX;
     if (next_arrival < jobs.size()) next = jobs[next_arrival].arrival;
     if (!departures.empty()) next = std::min(next, std::get<0>(departures.top()));
-    if (!backoff.empty()) next = std::min(next, std::get<0>(backoff.top()));
+    next = std::min(next, scheduling.next_backoff());
     if (next == INT64_MAX) break;
     // [now, next) at the current allocation, clipped to the arrival window.
     const double util = static_cast<double>(allocated) / capacity;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "framework/framework.h"
+#include "sim/scheduling_queue.h"
 
 namespace kgpu::sim {
 
@@ -318,7 +319,6 @@ Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, co
 
   // Per pod: failed attempts, end of its backoff, when it was placed, its last outcome's reasons.
   std::vector<int> failures(n, 0);
-  std::vector<int64_t> backoff_until(n, 0);
   std::vector<std::optional<sched::Placement>> placed(n);
   std::vector<int64_t> delay;  // every placed pod's queueing delay (filled at the end)
   std::map<int, std::vector<int64_t>> delays;
@@ -330,10 +330,9 @@ Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, co
     if (arrival[a] != arrival[b]) return arrival[a] > arrival[b];
     return a > b;
   };
-  std::priority_queue<size_t, std::vector<size_t>, decltype(later)> active(later);
-  std::vector<size_t> parked;  // unschedulable, waiting for a departure
+  SchedulingQueue<size_t, decltype(later)> queued(later);
   using Timed = std::pair<int64_t, size_t>;  // (time, pod index)
-  std::priority_queue<Timed, std::vector<Timed>, std::greater<>> backoff, departures;
+  std::priority_queue<Timed, std::vector<Timed>, std::greater<>> departures;
   // Pending pods (parked or backing off) by GPU request, for the fragmentation accounting.
   struct Waiting {
     const sched::Pod* pod;
@@ -355,25 +354,12 @@ Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, co
       room.update(placed[gone]->node);
       freed = true;
     }
-    if (freed) {
-      for (size_t i : parked) {
-        if (backoff_until[i] <= now) {
-          active.push(i);
-        } else {
-          backoff.emplace(backoff_until[i], i);
-        }
-      }
-      parked.clear();
-    }
-    while (!backoff.empty() && backoff.top().first <= now) {
-      active.push(backoff.top().second);
-      backoff.pop();
-    }
-    while (next_arrival < n && arrival[order[next_arrival]] <= now) active.push(order[next_arrival++]);
+    if (freed) queued.departure(now);
+    queued.tick(now);
+    while (next_arrival < n && arrival[order[next_arrival]] <= now) queued.push(order[next_arrival++]);
 
-    if (!active.empty()) {
-      const size_t i = active.top();
-      active.pop();
+    if (queued.ready()) {
+      const size_t i = queued.pop();
       const sched::Pod& pod = trace_pod(i);
       if (failures[i] == 0) {
         ++r.arrivals;
@@ -404,8 +390,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, co
           waiting.try_emplace(waiting_key(i), Waiting{&pod, 0}).first->second.count++;
           ++pending;
         }
-        backoff_until[i] = now + backoff_seconds(failures[i]);
-        parked.push_back(i);
+        queued.park(i, now + backoff_seconds(failures[i]));
         last_failure[i] = std::move(out);
       }
       rec.after_arrival(arrived);
@@ -417,7 +402,7 @@ Result<RunResult> run_time_driven(const std::vector<sched::NodeState>& nodes, co
     if (next_arrival < n) next = arrival[order[next_arrival]];
     if (pending > 0) {
       if (!departures.empty()) next = std::min(next, departures.top().first);
-      if (!backoff.empty()) next = std::min(next, backoff.top().first);
+      next = std::min(next, queued.next_backoff());
     }
     if (next == INT64_MAX) break;
     // Pending pods wait over [now, next) in the state the cluster is in now.
