@@ -57,7 +57,7 @@ void QueueAdmission::reload() {
     return;
   }
   config_error_.clear();
-  config_ = std::move(*parsed);
+  config_ = std::make_shared<const queues::Config>(std::move(*parsed));
   facts_.clear();
   log::info("queues: config loaded", {log::kv("queues", config_->queues.size())});
 }
@@ -146,7 +146,7 @@ QueueRound QueueAdmission::round(const std::vector<kube::ObjectRef>& pods) {
   std::erase_if(said_, [&](const auto& kv) { return !by_id.contains(kv.first); });
   std::lock_guard lock(mu_);
   usage_ = queues::usage(config, workloads);
-  metrics_config_ = config;
+  metrics_config_ = config_;
   config_ok_ = config_error_.empty();
   return out;
 }

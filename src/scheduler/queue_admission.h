@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -67,7 +68,7 @@ class QueueAdmission {
   kube::Client& client_;
   kube::EventRecorder* events_;
   QueueAdmissionOptions opt_;
-  std::optional<queues::Config> config_;
+  std::shared_ptr<const queues::Config> config_;  // the last good one; null before any
   std::string config_version_;  // resourceVersion of the ConfigMap read
   std::optional<Clock::SteadyTime> config_read_at_;
   std::string config_error_;
@@ -76,7 +77,7 @@ class QueueAdmission {
   queues::PodFactsCache facts_;              // cleared when the config changes
   mutable std::mutex mu_;                    // guards usage_ and config_ok_ for metrics_text()
   std::map<std::string, queues::QueueUsage> usage_;
-  std::optional<queues::Config> metrics_config_;
+  std::shared_ptr<const queues::Config> metrics_config_;  // shared with config_, not copied
   bool config_ok_ = true;
 };
 

@@ -532,7 +532,7 @@ PodFacts facts_of(const Config& config, const json& pod) {
   f.name = text(pod, {"metadata", "name"});
   f.uid = text(pod, {"metadata", "uid"});
   f.created = text(pod, {"metadata", "creationTimestamp"});
-  f.queue_label = text(pod, {"metadata", "labels", kQueueLabel});
+  f.queue = queue_for(config, f.ns, text(pod, {"metadata", "labels", kQueueLabel}));
   f.finished = pod_finished(pod);
   if (auto gang = gang_of(pod); gang && *gang) f.gang_key = (*gang)->key;
   f.priority = priority_of(pod);
@@ -565,7 +565,7 @@ std::vector<Workload> workloads_of(const Config& config, const std::vector<const
   for (const json* p : pods) {
     const PodFacts& f = cache != nullptr ? cache->get(config, *p) : (scratch = facts_of(config, *p));
     if (f.finished) continue;
-    const std::string queue = queue_for(config, f.ns, f.queue_label);
+    const std::string& queue = f.queue;
     if (queue.empty()) continue;
     const bool in_gang = !f.gang_key.empty();
     const std::string id = in_gang ? "gang:" + f.gang_key : f.uid;

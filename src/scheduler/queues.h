@@ -165,7 +165,8 @@ class Admission {
 // What workloads_of reads of one pod, kept by PodFactsCache between rounds.
 struct PodFacts {
   std::string resource_version;
-  std::string ns, name, uid, created, queue_label, gang_key;  // gang_key "" when not in a gang
+  std::string ns, name, uid, created, gang_key;  // gang_key "" when not in a gang
+  std::string queue;                              // its ClusterQueue (queue_for), "" when none
   int32_t priority = 0;
   Amounts request;
   bool finished = false, queue_gated = false;
