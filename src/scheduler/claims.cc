@@ -274,8 +274,9 @@ struct ClaimAllocator::State {
     });
   }
 
-  // The node's devices: node-local pools, highest generation of each, in (driver, pool, slice, device) order.
-  std::vector<NodeDevice> devices_on(const std::string& node) const {
+  // The node's current slices: node-local pools, the highest generation of each, in (driver, pool)
+  // order (slices of one pool in their order).
+  std::vector<const Slice*> current_slices(const std::string& node) const {
     std::map<std::pair<std::string, std::string>, int64_t> newest;
     for (const auto& [n, s] : slices) {
       if (s.node != node) continue;
@@ -286,23 +287,25 @@ struct ClaimAllocator::State {
     for (const auto& [n, s] : slices)
       if (s.node == node && newest[{s.driver, s.pool}] == s.generation) chosen.push_back({{s.driver, s.pool}, &s});
     std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<const Slice*> out;
+    for (const auto& [k, s] : chosen) out.push_back(s);
+    return out;
+  }
+
+  // The node's devices, in (driver, pool, slice, device) order.
+  std::vector<NodeDevice> devices_on(const std::string& node) const {
     std::vector<NodeDevice> out;
-    for (const auto& [k, s] : chosen)
+    for (const Slice* s : current_slices(node))
       for (const auto& d : s->devices) out.push_back({{s->driver, s->pool, d.name}, &d});
     return out;
   }
 
-  // The counters the node's pools share (highest generation of each pool): their capacity.
+  // The counters the node's pools share: their capacity.
   CounterUse counters_on(const std::string& node) const {
-    std::map<std::pair<std::string, std::string>, int64_t> newest;
-    for (const auto& [n, s] : slices)
-      if (s.node == node) newest[{s.driver, s.pool}] = std::max(newest[{s.driver, s.pool}], s.generation);
     CounterUse out;
-    for (const auto& [n, s] : slices) {
-      if (s.node != node || newest[{s.driver, s.pool}] != s.generation) continue;
-      for (const auto& [set, counters] : s.counter_sets)
-        for (const auto& [c, q] : counters) out[{s.driver, s.pool, set, c}] = q;
-    }
+    for (const Slice* s : current_slices(node))
+      for (const auto& [set, counters] : s->counter_sets)
+        for (const auto& [c, q] : counters) out[{s->driver, s->pool, set, c}] = q;
     return out;
   }
 
