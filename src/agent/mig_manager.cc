@@ -50,7 +50,7 @@ std::string label_of(const nlohmann::json& node, const std::string& key) {
 }
 
 // The change-in-progress annotation: small and shallow (it lists label names).
-constexpr size_t kMaxAnnotationBytes = 64 * 1024;
+constexpr size_t kMaxMigAnnotationBytes = 64 * 1024;
 constexpr int kMaxAnnotationDepth = 8;
 
 }  // namespace
@@ -141,7 +141,7 @@ void MigManager::round() {
     resumed_ = true;
     if (const std::string* note = k8s::api::string_at(*node, {"metadata", "annotations", kAnnotationMigManager})) {
       nlohmann::json j;
-      if (note->size() <= kMaxAnnotationBytes && json_depth_within(*note, kMaxAnnotationDepth)) {
+      if (note->size() <= kMaxMigAnnotationBytes && json_depth_within(*note, kMaxAnnotationDepth)) {
         j = nlohmann::json::parse(*note, nullptr, false);
       } else {
         log::warn("MIG manager: the node's annotation is too large or too deep to read; the operands it lists stay "

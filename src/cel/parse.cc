@@ -33,7 +33,7 @@ const char* kind_name(K k) {
 
 namespace {
 
-using NodeP = std::shared_ptr<Node>;
+using MutableNodeP = std::shared_ptr<Node>;
 
 struct Token {
   enum Kind { kIdent, kInt, kUint, kDouble, kString, kOp, kEnd } kind = kEnd;
@@ -289,8 +289,8 @@ class Parser {
  public:
   explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
 
-  NodeP parse() {
-    NodeP n = expr();
+  MutableNodeP parse() {
+    MutableNodeP n = expr();
     if (peek().kind != Token::kEnd) fail(peek().pos, fmt::format("unexpected '{}'", peek().text));
     if (n->type.k != K::kBool && n->type.k != K::kDyn)
       fail(0, fmt::format("the expression is of type {}, a selector must give a bool", kind_name(n->type.k)));
@@ -323,7 +323,7 @@ class Parser {
     Parser& p_;
   };
 
-  static NodeP make(Node::Kind k, size_t pos, Type type, std::vector<std::shared_ptr<const Node>> args = {}) {
+  static MutableNodeP make(Node::Kind k, size_t pos, Type type, std::vector<std::shared_ptr<const Node>> args = {}) {
     auto n = std::make_shared<Node>();
     n->kind = k;
     n->pos = pos;
@@ -332,15 +332,15 @@ class Parser {
     return n;
   }
 
-  NodeP expr() {
+  MutableNodeP expr() {
     Depth d(*this);
-    NodeP c = or_expr();
+    MutableNodeP c = or_expr();
     if (!accept("?")) return c;
     const size_t pos = t_[i_ - 1].pos;
     need_bool(*c, "?:");
-    NodeP a = or_expr();
+    MutableNodeP a = or_expr();
     expect(":");
-    NodeP b = expr();
+    MutableNodeP b = expr();
     Type t = a->type.k == b->type.k ? a->type : Type{};
     if (a->type.k != K::kDyn && b->type.k != K::kDyn && a->type.k != b->type.k && a->type.k != K::kNull &&
         b->type.k != K::kNull)
@@ -353,12 +353,12 @@ class Parser {
       fail(n.pos, fmt::format("found no matching overload for '{}' applied to {}", op, kind_name(n.type.k)));
   }
 
-  NodeP or_expr() {
-    NodeP l = and_expr();
+  MutableNodeP or_expr() {
+    MutableNodeP l = and_expr();
     while (is_op("||")) {
       const size_t pos = peek().pos;
       ++i_;
-      NodeP r = and_expr();
+      MutableNodeP r = and_expr();
       need_bool(*l, "_||_");
       need_bool(*r, "_||_");
       l = make(Node::kOr, pos, Type::of(K::kBool), {l, r});
@@ -366,12 +366,12 @@ class Parser {
     return l;
   }
 
-  NodeP and_expr() {
-    NodeP l = relation();
+  MutableNodeP and_expr() {
+    MutableNodeP l = relation();
     while (is_op("&&")) {
       const size_t pos = peek().pos;
       ++i_;
-      NodeP r = relation();
+      MutableNodeP r = relation();
       need_bool(*l, "_&&_");
       need_bool(*r, "_&&_");
       l = make(Node::kAnd, pos, Type::of(K::kBool), {l, r});
@@ -379,8 +379,8 @@ class Parser {
     return l;
   }
 
-  NodeP relation() {
-    NodeP l = addition();
+  MutableNodeP relation() {
+    MutableNodeP l = addition();
     while (true) {
       std::string op;
       if (peek().kind == Token::kIdent && peek().text == "in") {
@@ -392,7 +392,7 @@ class Parser {
       if (op.empty()) return l;
       const size_t pos = peek().pos;
       ++i_;
-      NodeP r = addition();
+      MutableNodeP r = addition();
       check_relation(op, *l, *r, pos);
       auto n = make(Node::kBinary, pos, Type::of(K::kBool), {l, r});
       n->name = op;
@@ -418,31 +418,31 @@ class Parser {
     if (!ok) bad();
   }
 
-  NodeP addition() {
-    NodeP l = multiplication();
+  MutableNodeP addition() {
+    MutableNodeP l = multiplication();
     while (is_op("+") || is_op("-")) {
       const size_t pos = peek().pos;
       const std::string op = peek().text;
       ++i_;
-      NodeP r = multiplication();
+      MutableNodeP r = multiplication();
       l = arith(op, l, r, pos);
     }
     return l;
   }
 
-  NodeP multiplication() {
-    NodeP l = unary();
+  MutableNodeP multiplication() {
+    MutableNodeP l = unary();
     while (is_op("*") || is_op("/") || is_op("%")) {
       const size_t pos = peek().pos;
       const std::string op = peek().text;
       ++i_;
-      NodeP r = unary();
+      MutableNodeP r = unary();
       l = arith(op, l, r, pos);
     }
     return l;
   }
 
-  static NodeP arith(const std::string& op, NodeP l, NodeP r, size_t pos) {
+  static MutableNodeP arith(const std::string& op, MutableNodeP l, MutableNodeP r, size_t pos) {
     const K a = l->type.k, b = r->type.k;
     Type t;
     if (a != K::kDyn && b != K::kDyn) {
@@ -461,12 +461,12 @@ class Parser {
     return n;
   }
 
-  NodeP unary() {
+  MutableNodeP unary() {
     Depth d(*this);
     if (is_op("!")) {
       const size_t pos = peek().pos;
       ++i_;
-      NodeP x = unary();
+      MutableNodeP x = unary();
       need_bool(*x, "!_");
       return make(Node::kNot, pos, Type::of(K::kBool), {x});
     }
@@ -481,7 +481,7 @@ class Parser {
         n->lit.v = static_cast<int64_t>(0 - t.u);
         return member(n);
       }
-      NodeP x = unary();
+      MutableNodeP x = unary();
       if (x->type.k != K::kDyn && x->type.k != K::kInt && x->type.k != K::kDouble)
         fail(pos, fmt::format("found no matching overload for '-_' applied to {}", kind_name(x->type.k)));
       return make(Node::kNeg, pos, x->type, {x});
@@ -507,7 +507,7 @@ class Parser {
     }
   }
 
-  NodeP member(NodeP n) {
+  MutableNodeP member(MutableNodeP n) {
     while (true) {
       if (accept(".")) {
         if (peek().kind != Token::kIdent) fail(peek().pos, "expected a field or method name after '.'");
@@ -524,7 +524,7 @@ class Parser {
       } else if (is_op("[")) {
         const size_t pos = peek().pos;
         ++i_;
-        NodeP idx = expr();
+        MutableNodeP idx = expr();
         expect("]");
         Type t;
         if (n->type.k == K::kList) {
@@ -550,7 +550,7 @@ class Parser {
     return v;
   }
 
-  NodeP method(NodeP target, const Token& name) {
+  MutableNodeP method(MutableNodeP target, const Token& name) {
     expect("(");
     const std::string& f = name.text;
     if (target->type.k == K::kCelNs) {
@@ -558,10 +558,10 @@ class Parser {
       auto n = make(Node::kBind, name.pos, Type{});
       n->var = ident_arg();
       expect(",");
-      NodeP init = expr();
+      MutableNodeP init = expr();
       expect(",");
       scope_.emplace_back(n->var, init->type);
-      NodeP body = expr();
+      MutableNodeP body = expr();
       scope_.pop_back();
       expect(")");
       n->type = body->type;
@@ -609,7 +609,7 @@ class Parser {
     }
   }
 
-  NodeP call(const std::string& f, size_t pos, std::vector<std::shared_ptr<const Node>> args, bool has_target) {
+  MutableNodeP call(const std::string& f, size_t pos, std::vector<std::shared_ptr<const Node>> args, bool has_target) {
     const K recv = has_target ? args[0]->type.k : K::kDyn;
     const size_t nargs = args.size() - (has_target ? 1 : 0);
     std::vector<const Sig*> named;
@@ -649,7 +649,7 @@ class Parser {
     return n;
   }
 
-  NodeP primary() {
+  MutableNodeP primary() {
     Depth d(*this);
     const Token t = peek();
     ++i_;
@@ -683,7 +683,7 @@ class Parser {
         break;
     }
     if (t.text == "(") {
-      NodeP n = expr();
+      MutableNodeP n = expr();
       expect(")");
       return n;
     }
@@ -704,7 +704,7 @@ class Parser {
     if (t.text == "{") {
       std::vector<std::shared_ptr<const Node>> kv;
       while (!accept("}")) {
-        NodeP k = expr();
+        MutableNodeP k = expr();
         if (k->type.k != K::kDyn && k->type.k != K::kString && k->type.k != K::kInt && k->type.k != K::kUint &&
             k->type.k != K::kBool)
           fail(k->pos, fmt::format("a map key must be a string, int, uint or bool, not {}", kind_name(k->type.k)));
@@ -730,7 +730,7 @@ class Parser {
     fail(t.pos, fmt::format("unexpected '{}'", t.text));
   }
 
-  NodeP identifier(const Token& t) {
+  MutableNodeP identifier(const Token& t) {
     static constexpr std::array<std::string_view, 19> kReserved{
         "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
         "loop", "package", "namespace", "return", "var", "void", "while", "in", "__proto__"};
@@ -745,7 +745,7 @@ class Parser {
     if (is_op("(")) {
       ++i_;
       if (t.text == "has") {
-        NodeP arg = expr();
+        MutableNodeP arg = expr();
         expect(")");
         if (arg->kind != Node::kSelect) fail(arg->pos, "invalid argument to has() macro: it takes a field selection (a.b)");
         auto n = make(Node::kHas, t.pos, Type::of(K::kBool), arg->args);
@@ -753,7 +753,7 @@ class Parser {
         return n;
       }
       if (t.text == "dyn") {
-        NodeP arg = expr();
+        MutableNodeP arg = expr();
         expect(")");
         auto n = std::make_shared<Node>(*arg);
         n->type = Type{};

@@ -31,12 +31,12 @@ struct DoctorFlags {
   double idle_after_h = 24;
 };
 
-DoctorFlags& flags() {
+DoctorFlags& doctor_flags() {
   static DoctorFlags f;
   return f;
 }
 
-int usage(std::string_view message) {
+int doctor_usage(std::string_view message) {
   fmt::print(stderr, "kgpu doctor: {}\n", message);
   return 2;
 }
@@ -44,7 +44,7 @@ int usage(std::string_view message) {
 }  // namespace
 
 CLI::App* add_doctor_command(CLI::App& app) {
-  auto& f = flags();
+  auto& f = doctor_flags();
   auto* cmd =
       app.add_subcommand("doctor", "Explain Pending/failing GPU pods layer by layer and check cluster readiness");
   cmd->add_option("--snapshot,-s", f.snapshot, "Snapshot file(s) or directories (kubectl -o json); none: live cluster");
@@ -71,7 +71,7 @@ CLI::App* add_doctor_command(CLI::App& app) {
 }
 
 int run_doctor_command() {
-  const auto& f = flags();
+  const auto& f = doctor_flags();
   if (f.list_rules) {
     for (const auto& r : doctor::rule_catalog()) {
       fmt::print("{:<34} {:<9} {:<9} {}\n", r.id, doctor::layer_name(r.layer), doctor::severity_name(r.severity),
@@ -85,15 +85,15 @@ int run_doctor_command() {
   co.request_timeout = std::chrono::seconds(f.request_timeout_s);
   co.tail = f.tail;
   if (f.collect) {
-    if (!f.snapshot.empty()) return usage("--collect and --snapshot exclude each other");
+    if (!f.snapshot.empty()) return doctor_usage("--collect and --snapshot exclude each other");
     auto text = doctor::collect_snapshot(co);
-    if (!text) return usage(text.error().message);
+    if (!text) return doctor_usage(text.error().message);
     if (f.out_file.empty() || f.out_file == "-") {
       std::cout << *text;
     } else {
       // 0600: a snapshot holds the cluster's objects and container logs.
       const int fd = open(f.out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0) return usage(fmt::format("cannot write {}: {}", f.out_file, std::strerror(errno)));
+      if (fd < 0) return doctor_usage(fmt::format("cannot write {}: {}", f.out_file, std::strerror(errno)));
       bool ok = fchmod(fd, 0600) == 0;
       for (size_t done = 0; ok && done < text->size();) {
         const ssize_t n = write(fd, text->data() + done, text->size() - done);
@@ -102,17 +102,17 @@ int run_doctor_command() {
         if (ok) done += static_cast<size_t>(n);
       }
       if (close(fd) != 0) ok = false;
-      if (!ok) return usage(fmt::format("cannot write {}: {}", f.out_file, std::strerror(errno)));
+      if (!ok) return doctor_usage(fmt::format("cannot write {}: {}", f.out_file, std::strerror(errno)));
       fmt::print(stderr, "kgpu doctor: wrote {} ({} bytes)\n", f.out_file, text->size());
     }
     return 0;
   }
-  if (!f.out_file.empty()) return usage("-o/--out is for --collect");
+  if (!f.out_file.empty()) return doctor_usage("-o/--out is for --collect");
   doctor::Options opts;
   opts.checklist = !f.no_checklist;
   opts.idle_after_s = static_cast<int64_t>(f.idle_after_h * 3600);
   const int targets = !f.pod.empty() + !f.node.empty() + !f.ns.empty();
-  if (targets > 1) return usage("give at most one of --pod, --node, --namespace");
+  if (targets > 1) return doctor_usage("give at most one of --pod, --node, --namespace");
   if (!f.pod.empty()) {
     const auto slash = f.pod.find('/');
     opts.target.kind = doctor::Target::Kind::kPod;
@@ -132,16 +132,16 @@ int run_doctor_command() {
     return doctor::Snapshot::from(
         k8s::load_text(std::move(*text), "<cluster>", k8s::InputFormat::kJson, doctor::Snapshot::reads_kind));
   }();
-  if (!snap) return usage(snap.error().message);
+  if (!snap) return doctor_usage(snap.error().message);
   for (const auto& e : snap->errors()) fmt::print(stderr, "kgpu doctor: {}\n", e.to_string());
   // A partial snapshot (`kubectl get events,rs -o json`) is diagnosed from what it holds; one with
   // nothing doctor reads is a usage error (the wrong file).
   if (snap->nodes.empty() && snap->pods.empty() && snap->events.empty() && snap->workloads.empty() &&
       snap->jobs.empty() && snap->cron_jobs.empty()) {
-    return usage("the snapshot holds no nodes, pods, workloads or events");
+    return doctor_usage("the snapshot holds no nodes, pods, workloads or events");
   }
   auto findings = doctor::diagnose(*snap, opts);
-  if (!findings) return usage(findings.error().message);
+  if (!findings) return doctor_usage(findings.error().message);
   if (f.output == "json") {
     auto j = doctor::to_json(*findings);
     j["collectedAt"] = snap->collected_at();

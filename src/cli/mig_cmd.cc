@@ -20,7 +20,7 @@ namespace {
 
 namespace mig = gpu::mig;
 
-struct Flags {
+struct MigFlags {
   const std::string* nvml_library = nullptr;
   std::string file, config;
   bool dry_run = false;
@@ -29,8 +29,8 @@ struct Flags {
   CLI::App *apply = nullptr, *assert_cmd = nullptr, *export_cmd = nullptr, *defaults = nullptr, *plan = nullptr;
 };
 
-Flags& flags() {
-  static Flags f;
+MigFlags& mig_flags() {
+  static MigFlags f;
   return f;
 }
 
@@ -53,12 +53,12 @@ Result<NodeFacts> facts(const gpu::NodeGpus& node) {
   return f;
 }
 
-Result<mig::ConfigFile> load(const Flags& fl, const NodeFacts& f) {
+Result<mig::ConfigFile> load(const MigFlags& fl, const NodeFacts& f) {
   if (fl.file.empty()) return mig::default_configs(f.offers);
   return mig::load_config_file(fl.file);
 }
 
-int run_plan(const Flags& fl) {
+int run_plan(const MigFlags& fl) {
   kube::LoadOptions lo;
   lo.kubeconfig = fl.kubeconfig;
   auto client = kube::Client::connect(lo, "kgpu-mig-plan");
@@ -118,7 +118,7 @@ int run_plan(const Flags& fl) {
 }  // namespace
 
 CLI::App* add_mig_command(CLI::App& app, const std::string& nvml_library) {
-  auto& f = flags();
+  auto& f = mig_flags();
   f.nvml_library = &nvml_library;
   auto* cmd = app.add_subcommand("mig", "MIG layouts by name (NVIDIA mig-parted's config format): apply, assert, export");
   cmd->require_subcommand(1);
@@ -147,7 +147,7 @@ CLI::App* add_mig_command(CLI::App& app, const std::string& nvml_library) {
 }
 
 int run_mig_command() {
-  auto& fl = flags();
+  auto& fl = mig_flags();
   if (fl.plan->parsed()) return run_plan(fl);
   auto opened = gpu::NodeGpus::open(nvml::resolve_library_path(*fl.nvml_library));
   if (!opened) {

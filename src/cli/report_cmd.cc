@@ -36,12 +36,12 @@ struct ReportFlags {
   bool insecure = false;
 };
 
-ReportFlags& flags() {
+ReportFlags& report_flags() {
   static ReportFlags f;
   return f;
 }
 
-int usage(std::string_view message) {
+int report_usage(std::string_view message) {
   fmt::print(stderr, "kgpu report: {}\n", message);
   return 2;
 }
@@ -67,7 +67,7 @@ std::optional<double> parse_time(const std::string& s) {
 }  // namespace
 
 CLI::App* add_report_command(CLI::App& app) {
-  auto& f = flags();
+  auto& f = report_flags();
   auto* cmd = app.add_subcommand(
       "report", "GPU cost and waste: idle allocated GPUs, right-sizing, stale notebooks/Jobs, fragmentation vs FGD");
   cmd->add_option("--prometheus", f.prometheus, "Prometheus URL (http(s)://host:port[/prefix])")->required();
@@ -107,29 +107,29 @@ CLI::App* add_report_command(CLI::App& app) {
 }
 
 int run_report_command() {
-  const auto& f = flags();
+  const auto& f = report_flags();
   auto window = cost::parse_duration(f.since);
-  if (!window) return usage("--since: " + window.error().message);
+  if (!window) return report_usage("--since: " + window.error().message);
   auto step = cost::parse_duration(f.step);
-  if (!step) return usage("--step: " + step.error().message);
+  if (!step) return report_usage("--step: " + step.error().message);
   auto idle_after = cost::parse_duration(f.idle_after);
-  if (!idle_after) return usage("--idle-after: " + idle_after.error().message);
-  if (*step > *window) return usage("--step must not be longer than --since");
-  if (*window / *step > 100'000) return usage("--since / --step gives more than 100,000 points: raise --step");
+  if (!idle_after) return report_usage("--idle-after: " + idle_after.error().message);
+  if (*step > *window) return report_usage("--step must not be longer than --since");
+  if (*window / *step > 100'000) return report_usage("--since / --step gives more than 100,000 points: raise --step");
   double until = now_epoch();
   if (!f.until.empty()) {
     const auto t = parse_time(f.until);
-    if (!t) return usage(fmt::format("--until {}: expected RFC 3339 (2026-12-01T00:00:00Z) or seconds", f.until));
+    if (!t) return report_usage(fmt::format("--until {}: expected RFC 3339 (2026-12-01T00:00:00Z) or seconds", f.until));
     until = *t;
   }
   cost::Prices prices;
   if (!f.prices_file.empty()) {
     auto p = cost::load_prices(f.prices_file);
-    if (!p) return usage(p.error().message);
+    if (!p) return report_usage(p.error().message);
     prices = std::move(*p);
   }
   for (const auto& p : f.prices) {
-    if (auto ok = prices.set_from_flag(p); !ok) return usage(ok.error().message);
+    if (auto ok = prices.set_from_flag(p); !ok) return report_usage(ok.error().message);
   }
 
   prom::ClientOptions po;
@@ -141,14 +141,14 @@ int run_report_command() {
   po.timeout = std::chrono::seconds(f.request_timeout_s);
   if (!f.token_file.empty()) {
     auto token = read_file_limited(f.token_file, 64 << 10);
-    if (!token) return usage("--prometheus-token-file: " + token.error().message);
+    if (!token) return report_usage("--prometheus-token-file: " + token.error().message);
     po.bearer_token = *token;
     while (!po.bearer_token.empty() && std::isspace(static_cast<unsigned char>(po.bearer_token.back()))) {
       po.bearer_token.pop_back();
     }
   }
   auto prom_client = prom::Client::create(po);
-  if (!prom_client) return usage("--prometheus: " + prom_client.error().message);
+  if (!prom_client) return report_usage("--prometheus: " + prom_client.error().message);
 
   kube::LoadOptions lo;
   lo.kubeconfig = f.kubeconfig;

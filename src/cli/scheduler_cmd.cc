@@ -17,7 +17,7 @@ struct SchedulerFlags {
   std::string log_level = "info", log_format = "text";
 };
 
-SchedulerFlags& flags() {
+SchedulerFlags& scheduler_flags() {
   static SchedulerFlags f;
   return f;
 }
@@ -25,7 +25,7 @@ SchedulerFlags& flags() {
 }  // namespace
 
 CLI::App* add_scheduler_command(CLI::App& app) {
-  auto& f = flags();
+  auto& f = scheduler_flags();
   auto* cmd = app.add_subcommand(
       "scheduler", "Run the GPU scheduler: a kube-scheduler extender that picks node and GPUs (docs/scheduler.md)");
   cmd->add_option("-a,--address", f.serve.address, "Address to serve the extender verbs and /metrics on ([host]:port)")
@@ -113,7 +113,7 @@ CLI::App* add_scheduler_command(CLI::App& app) {
 }
 
 int run_scheduler_command() {
-  auto& f = flags();
+  auto& f = scheduler_flags();
   const auto level = log::parse_level(f.log_level);
   const auto format = log::parse_format(f.log_format);
   if (!level || !format) {

@@ -41,12 +41,12 @@ struct TopFlags {
   CLI::App* allocations = nullptr;
 };
 
-TopFlags& flags() {
+TopFlags& top_flags() {
   static TopFlags f;
   return f;
 }
 
-int usage(std::string_view command, std::string_view message) {
+int top_usage(std::string_view command, std::string_view message) {
   fmt::print(stderr, "kgpu {}: {}\n", command, message);
   return 2;
 }
@@ -123,9 +123,9 @@ int run_top(const TopFlags& f) {
   const bool nodes = f.nodes->parsed(), pods = f.pods->parsed(), namespaces = f.namespaces->parsed();
   const std::string command = nodes ? "top nodes" : pods ? "top pods" : "top namespaces";
   if (!f.output.empty() && f.output != "wide" && f.output != "json") {
-    return usage(command, "-o/--output: expected wide or json");
+    return top_usage(command, "-o/--output: expected wide or json");
   }
-  if (f.at != 0 && f.prometheus.empty()) return usage(command, "--at is for --prometheus");
+  if (f.at != 0 && f.prometheus.empty()) return top_usage(command, "--at is for --prometheus");
   // --sort-by is checked before anything is read.
   {
     std::vector<top::NodeRow> n;
@@ -134,10 +134,10 @@ int run_top(const TopFlags& f) {
     auto sorted = nodes  ? top::sort_nodes(n, f.sort_by)
                   : pods ? top::sort_pods(p, f.sort_by)
                          : top::sort_namespaces(s, f.sort_by);
-    if (!sorted) return usage(command, sorted.error().message);
+    if (!sorted) return top_usage(command, sorted.error().message);
   }
   auto api = connect(f);
-  if (!api) return usage(command, api.error().message);
+  if (!api) return top_usage(command, api.error().message);
   top::ReadOptions ro;
   ro.agent_namespace = f.agent_namespace;
   ro.agent_selector = f.agent_selector;
@@ -181,11 +181,11 @@ int run_top(const TopFlags& f) {
     po.timeout = std::chrono::seconds(f.request_timeout_s);
     if (!f.prometheus_token_file.empty()) {
       auto token = read_file_limited(f.prometheus_token_file, 64 << 10);
-      if (!token) return usage(command, "--prometheus-token-file: " + token.error().message);
+      if (!token) return top_usage(command, "--prometheus-token-file: " + token.error().message);
       po.bearer_token = trim(*token, " \t\r\n");
     }
     auto client = prom::Client::create(po);
-    if (!client) return usage(command, client.error().message);
+    if (!client) return top_usage(command, client.error().message);
     top::PrometheusOptions o;
     o.selector = f.prometheus_selector;
     o.time = f.at;
@@ -212,11 +212,11 @@ int run_top(const TopFlags& f) {
   const bool wide = f.output == "wide";
   if (nodes) {
     auto rows = top::node_rows(*cluster, metrics);
-    if (auto s = top::sort_nodes(rows, f.sort_by); !s) return usage(command, s.error().message);
+    if (auto s = top::sort_nodes(rows, f.sort_by); !s) return top_usage(command, s.error().message);
     std::cout << (json ? top::to_json(rows).dump(2) + "\n" : top::nodes_table(rows, wide));
   } else if (pods) {
     auto rows = top::pod_rows(*cluster, metrics, f.containers);
-    if (auto s = top::sort_pods(rows, f.sort_by); !s) return usage(command, s.error().message);
+    if (auto s = top::sort_pods(rows, f.sort_by); !s) return top_usage(command, s.error().message);
     if (json) {
       std::cout << top::to_json(rows).dump(2) << "\n";
     } else if (rows.empty()) {
@@ -227,7 +227,7 @@ int run_top(const TopFlags& f) {
     }
   } else {
     auto rows = top::namespace_rows(*cluster, metrics);
-    if (auto s = top::sort_namespaces(rows, f.sort_by); !s) return usage(command, s.error().message);
+    if (auto s = top::sort_namespaces(rows, f.sort_by); !s) return top_usage(command, s.error().message);
     std::cout << (json ? top::to_json(rows).dump(2) + "\n" : top::namespaces_table(rows));
   }
   // kubectl top's rule: no metrics at all is a failure; some nodes missing is shown and said.
@@ -236,10 +236,10 @@ int run_top(const TopFlags& f) {
 
 int run_allocations(const TopFlags& f) {
   if (!f.output.empty() && f.output != "wide" && f.output != "json") {
-    return usage("allocations", "-o/--output: expected wide or json");
+    return top_usage("allocations", "-o/--output: expected wide or json");
   }
   auto api = connect(f);
-  if (!api) return usage("allocations", api.error().message);
+  if (!api) return top_usage("allocations", api.error().message);
   top::ReadOptions ro;
   ro.node_selector = f.selector;
   ro.queue_config = f.queue_config;
@@ -264,7 +264,7 @@ int run_allocations(const TopFlags& f) {
 }  // namespace
 
 void add_top_commands(CLI::App& app) {
-  auto& f = flags();
+  auto& f = top_flags();
   f.top = app.add_subcommand("top", "GPU usage of nodes, pods and namespaces, like kubectl top (docs/top.md)");
   f.top->require_subcommand(1);
   const std::string sort_help = "Sort by: name or ";
@@ -306,7 +306,7 @@ void add_top_commands(CLI::App& app) {
 }
 
 std::optional<int> run_top_commands() {
-  auto& f = flags();
+  auto& f = top_flags();
   if (f.top != nullptr && f.top->parsed()) return run_top(f);
   if (f.allocations != nullptr && f.allocations->parsed()) return run_allocations(f);
   return std::nullopt;

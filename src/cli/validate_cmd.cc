@@ -14,7 +14,7 @@ namespace kgpu::cli {
 
 namespace {
 
-struct Flags {
+struct ValidateFlags {
   const std::string* nvml_library = nullptr;
   agent::ValidateOptions o;
   std::string kubeconfig;
@@ -22,15 +22,15 @@ struct Flags {
   bool json = false, label = false;
 };
 
-Flags& flags() {
-  static Flags f;
+ValidateFlags& validate_flags() {
+  static ValidateFlags f;
   return f;
 }
 
 }  // namespace
 
 CLI::App* add_validate_command(CLI::App& app, const std::string& nvml_library) {
-  auto& f = flags();
+  auto& f = validate_flags();
   f.nvml_library = &nvml_library;
   auto* cmd = app.add_subcommand(
       "validate", "Validate this node before its GPUs take work: driver, NVML, device plugin, CDI spec, a GPU Job");
@@ -51,7 +51,7 @@ CLI::App* add_validate_command(CLI::App& app, const std::string& nvml_library) {
 }
 
 int run_validate_command() {
-  auto& f = flags();
+  auto& f = validate_flags();
   f.o.nvml_library = *f.nvml_library;
   f.o.workload_timeout = std::chrono::seconds(f.timeout_s);
   std::unique_ptr<kube::Client> client;

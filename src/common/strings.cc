@@ -8,6 +8,14 @@ std::string trim(std::string_view s, std::string_view chars) {
   return std::string(s.substr(b, s.find_last_not_of(chars) - b + 1));
 }
 
+std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
 std::string escape(std::string_view s, std::initializer_list<std::pair<char, std::string_view>> table) {
   std::string out;
   out.reserve(s.size());

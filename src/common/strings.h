@@ -14,6 +14,9 @@ namespace kgpu {
 // `s` without leading and trailing characters from `chars`.
 std::string trim(std::string_view s, std::string_view chars = " \t\r");
 
+// s with ASCII letters lowered (other bytes unchanged).
+std::string ascii_lower(std::string_view s);
+
 // `s` with each character that has an entry in `table` replaced by that entry's text.
 std::string escape(std::string_view s, std::initializer_list<std::pair<char, std::string_view>> table);
 

@@ -13,7 +13,7 @@ constexpr __int128 kNanosPerUnit = 1'000'000'000;
 constexpr int kMaxDigits = 38;  // 10^38 < 2^127
 constexpr int64_t kExponentClamp = 100'000;
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_decimal_digit(char c) { return c >= '0' && c <= '9'; }
 
 __int128 pow10(int n) {
   __int128 r = 1;
@@ -91,7 +91,7 @@ std::optional<int64_t> parse_exponent(std::string_view s) {
   if (i == s.size()) return std::nullopt;
   int64_t v = 0;
   for (; i < s.size(); ++i) {
-    if (!is_digit(s[i])) return std::nullopt;
+    if (!is_decimal_digit(s[i])) return std::nullopt;
     v = std::min<int64_t>(v * 10 + (s[i] - '0'), kExponentClamp);
   }
   return negative ? -v : v;
@@ -135,19 +135,19 @@ Result<Quantity> Quantity::parse(std::string_view text) {
     }
   }
   const size_t int_begin = pos;
-  while (pos < n && is_digit(text[pos])) ++pos;
+  while (pos < n && is_decimal_digit(text[pos])) ++pos;
   std::string_view int_digits = text.substr(int_begin, pos - int_begin);
   std::string_view frac_digits;
   if (pos < n && text[pos] == '.') {
     const size_t frac_begin = ++pos;
-    while (pos < n && is_digit(text[pos])) ++pos;
+    while (pos < n && is_decimal_digit(text[pos])) ++pos;
     frac_digits = text.substr(frac_begin, pos - frac_begin);
   }
   // Kubernetes' suffix scan: letters from "eEinumkKMGTP", an optional sign, digits.
   const size_t suffix_begin = pos;
   while (pos < n && std::string_view("eEinumkKMGTP").find(text[pos]) != std::string_view::npos) ++pos;
   if (pos < n && (text[pos] == '+' || text[pos] == '-')) ++pos;
-  while (pos < n && is_digit(text[pos])) ++pos;
+  while (pos < n && is_decimal_digit(text[pos])) ++pos;
   if (pos != n) {
     return fail(ErrorCode::kInvalidArgument, "invalid quantity '{}': unexpected '{}' at position {}", shown(text), text[pos],
                 pos + 1);

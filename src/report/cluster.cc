@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/strings.h"
 #include "common/timestamp.h"
 #include "k8s/api/json.h"
 #include "k8s/api/objects.h"
@@ -19,11 +20,6 @@ double epoch(const std::string& rfc3339) {
   const auto t = parse_rfc3339(rfc3339);
   if (!t) return 0;
   return std::chrono::duration<double>(t->time_since_epoch()).count();
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
 }
 
 }  // namespace
@@ -136,7 +132,7 @@ ClusterView cluster_from_objects(const ClusterObjects& objects, const std::strin
     if (kind == "Job" || kind == "CronJob") g.kind = WorkKind::kJob;
     g.workload = kind + "/" + name;
     const std::string app = p->labels.contains("app") ? p->labels.at("app") : "";
-    const std::string what = lower(g.name + " " + app + " " + p->image);
+    const std::string what = ascii_lower(g.name + " " + app + " " + p->image);
     if (kind == "Notebook" || what.find("notebook") != std::string::npos || what.find("jupyter") != std::string::npos) {
       g.kind = WorkKind::kNotebook;
     }

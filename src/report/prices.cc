@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "common/strings.h"
 #include "common/files.h"
 #include "common/yaml_guard.h"
 
@@ -19,12 +20,6 @@ constexpr size_t kMaxBytes = 64 << 10;
 constexpr size_t kMaxNodes = 10'000;
 constexpr size_t kMaxDepth = 8;
 constexpr size_t kMaxModels = 1000;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
 
 std::optional<double> price_value(const std::string& text) {
   if (text.empty() || text.size() > 32) return std::nullopt;
@@ -40,11 +35,11 @@ int line_of(const YAML::Node& n) { return n.Mark().line + 1; }
 }  // namespace
 
 double Prices::price_for(std::string_view model) const {
-  const std::string m = lower(model);
+  const std::string m = ascii_lower(model);
   size_t best_len = 0;
   double best = default_price;
   for (const auto& [name, price] : models) {
-    const std::string n = lower(name);
+    const std::string n = ascii_lower(name);
     if (n == m) return price;
     if (!n.empty() && m.find(n) != std::string::npos && n.size() > best_len) {
       best_len = n.size();
@@ -66,7 +61,7 @@ Result<void> Prices::set_from_flag(std::string_view flag) {
                 flag.substr(eq + 1));
   }
   for (auto& [name, price] : models) {
-    if (lower(name) == lower(model)) {
+    if (ascii_lower(name) == ascii_lower(model)) {
       price = *v;
       return {};
     }
@@ -130,7 +125,7 @@ Result<Prices> parse_prices(std::string_view text, const std::string& source) {
                       kMaxModels);
         }
         for (const auto& [name, _] : p.models) {
-          if (lower(name) == lower(model)) {
+          if (ascii_lower(name) == ascii_lower(model)) {
             return fail(ErrorCode::kInvalidArgument, "{}:{}: models.{}: listed twice", source, line_of(m.first), model);
           }
         }

@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "common/strings.h"
 #include "gpu/mig.h"
 #include "framework/cluster.h"
 #include "framework/fragmentation.h"
@@ -18,11 +19,6 @@
 namespace kgpu::cost {
 
 namespace {
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 // MIG instance memory (MiB) per shape key as NVML reports it, by GPU family.
 struct Family {
@@ -39,7 +35,7 @@ const Family kH200{"H200-141GB",
                    {{"1g", 18176}, {"1g.2x", 35584}, {"2g", 35584}, {"3g", 72448}, {"4g", 72448}, {"7g", 143616}}};
 
 const Family* family(const std::string& model, double memory_mib) {
-  const std::string m = lower(model);
+  const std::string m = ascii_lower(model);
   if (m.find("h200") != std::string::npos) return &kH200;
   if (m.find("h100") != std::string::npos || m.find("h800") != std::string::npos) return &kH100_80;
   if (m.find("a100") != std::string::npos) {

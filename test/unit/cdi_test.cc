@@ -17,6 +17,7 @@
 #include "sharing/allocate.h"
 #include "sharing/config.h"
 #include "sharing/plan.h"
+#include "sharing_config.h"
 #include "../integration/paths.h"
 
 namespace kgpu::sharing {
@@ -249,14 +250,7 @@ gpu::Inventory two_gpus() {
   return inv;
 }
 
-Config config(const std::string& yaml, const Overrides& o = {}) {
-  auto c = parse_config(yaml, "config.yaml");
-  EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message);
-  if (!c) return {};
-  auto ok = finalize(*c, o);
-  EXPECT_TRUE(ok.has_value()) << (ok ? "" : ok.error().message);
-  return *c;
-}
+using test_support::config;
 
 // A host whose dev root `dev` has the nodes in `nodes`.
 HostFacts host_with(const std::set<std::string>& nodes) {

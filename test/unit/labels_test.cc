@@ -587,7 +587,7 @@ TEST(GfdLabels, LongModelNameInTheModelLabelKey) {
   }
   ASSERT_FALSE(key.empty());
   EXPECT_LE(key.size() - std::string("kgpu.io/").size(), 63u);
-  EXPECT_THAT(key, testing::StartsWith("kgpu.io/gpu-model.NVIDIA-Extremely-Long"));
+  EXPECT_THAT(key, ::testing::StartsWith("kgpu.io/gpu-model.NVIDIA-Extremely-Long"));
   EXPECT_THAT(r.warnings, Contains(HasSubstr("too long for a label name")));
 }
 
@@ -705,10 +705,10 @@ TEST(MigEngines, FromNvidiaProfileTables) {
   EXPECT_EQ(mig_engines("NVIDIA H100 80GB HBM3", mig(0, "?", 99, 1, 1, 1, 0, 1)), std::nullopt);
 }
 
-class TempDir : public testing::Test {
+class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::path(testing::TempDir()) / "kgpu-labels-XXXXXX").string();
+    std::string tmpl = (fs::path(::testing::TempDir()) / "kgpu-labels-XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
   }

@@ -8,6 +8,7 @@
 #include "sharing/allocate.h"
 #include "sharing/config.h"
 #include "sharing/plan.h"
+#include "sharing_config.h"
 
 namespace kgpu::sharing {
 namespace {
@@ -59,14 +60,7 @@ void enable_mig(gpu::GpuInfo& g, const std::vector<std::string>& profiles) {
   }
 }
 
-Config config(const std::string& yaml, const Overrides& o = {}) {
-  auto c = parse_config(yaml, "config.yaml");
-  EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message);
-  if (!c) return {};
-  auto ok = finalize(*c, o);
-  EXPECT_TRUE(ok.has_value()) << (ok ? "" : ok.error().message);
-  return *c;
-}
+using test_support::config;
 
 std::string config_error(const std::string& yaml, const Overrides& o = {}) {
   auto c = parse_config(yaml, "config.yaml");

@@ -13,7 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMaxDepth = 64;
+constexpr int kMaxManifestDepth = 64;
 
 json scalar(const YAML::Node& n) {
   const std::string& s = n.Scalar();
@@ -29,7 +29,7 @@ json scalar(const YAML::Node& n) {
 }
 
 json to_json(const YAML::Node& n, int depth) {
-  if (depth > kMaxDepth) throw std::runtime_error("nested too deeply");
+  if (depth > kMaxManifestDepth) throw std::runtime_error("nested too deeply");
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       json out = json::object();
@@ -66,7 +66,7 @@ Result<std::vector<json>> parse_manifests(const std::string& text, const std::st
   std::vector<json> out;
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
-    if (!json_depth_ok(text, kMaxDepth)) return fail(ErrorCode::kInvalidArgument, "{}: nested deeper than {}", source, kMaxDepth);
+    if (!json_depth_ok(text, kMaxManifestDepth)) return fail(ErrorCode::kInvalidArgument, "{}: nested deeper than {}", source, kMaxManifestDepth);
     try {
       flatten(json::parse(text), out);
     } catch (const json::exception& e) {
@@ -77,7 +77,7 @@ Result<std::vector<json>> parse_manifests(const std::string& text, const std::st
   YamlLimits limits;
   limits.max_bytes = 64 << 20;
   limits.max_nodes = 5'000'000;
-  limits.max_depth = kMaxDepth;
+  limits.max_depth = kMaxManifestDepth;
   if (auto ok = check_yaml(text, source, limits); !ok) return std::unexpected(ok.error());
   try {
     for (const auto& doc : YAML::LoadAll(text)) flatten(to_json(doc, 0), out);

@@ -39,7 +39,7 @@ const char* list_merge_key(std::string_view field, const json& items) {
   return merge_key(field);
 }
 
-constexpr int kMaxDepth = 128;
+constexpr int kMaxPatchDepth = 128;
 
 bool strategic(json& target, const json& patch, int depth, std::string& error);
 
@@ -70,7 +70,7 @@ bool merge_list(json& target, const json& patch, const char* key, int depth, std
 }
 
 bool strategic(json& target, const json& patch, int depth, std::string& error) {
-  if (depth > kMaxDepth) {
+  if (depth > kMaxPatchDepth) {
     error = "strategic merge patch nested too deeply";
     return false;
   }

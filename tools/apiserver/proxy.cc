@@ -14,12 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-void send_status(httplib::Response& res, int code, std::string_view reason, std::string message) {
-  const Answer a = status_answer(code, reason, std::move(message));
-  res.status = a.code;
-  res.set_content(a.body.dump(), "application/json");
-}
-
 // kube-apiserver's SplitSchemeNamePort: "name", "name:port" or "scheme:name:port".
 bool split_scheme_name_port(const std::string& id, std::string& scheme, std::string& name, std::string& port) {
   std::vector<std::string> parts;

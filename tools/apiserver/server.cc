@@ -28,10 +28,6 @@ void send(httplib::Response& res, const Answer& a) {
   res.set_content(a.body.dump(), kJson);
 }
 
-void send_status(httplib::Response& res, int code, std::string_view reason, std::string message) {
-  send(res, status_answer(code, reason, std::move(message)));
-}
-
 std::vector<std::string> split_path(std::string_view path) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -64,6 +60,10 @@ std::string verb_of(const std::string& method, bool has_name, bool watch) {
 }
 
 }  // namespace
+
+void send_status(httplib::Response& res, int code, std::string_view reason, std::string message) {
+  send(res, status_answer(code, reason, std::move(message)));
+}
 
 // A REST path taken apart.
 struct Server::Request {

@@ -35,6 +35,9 @@ struct Response;
 
 namespace kgpu::apiserver {
 
+// Answers res with a Kubernetes Status object (code, reason, message).
+void send_status(httplib::Response& res, int code, std::string_view reason, std::string message);
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port (see Server::port())
