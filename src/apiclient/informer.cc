@@ -196,14 +196,19 @@ bool Informer::relist() {
     rv_ = rv;
     ++stats_.lists;
     last_error_.clear();
-    synced_ = true;
   }
-  cv_.notify_all();
   for (const auto& h : handlers_) {
     if (h.on_add) for (const auto& o : added) h.on_add(o);
     if (h.on_update) for (const auto& [a, b] : updated) h.on_update(a, b);
     if (h.on_delete) for (const auto& o : deleted) h.on_delete(o);
   }
+  // Synced only once the handlers hold the first list: a reader that waits for synced() (a
+  // scheduler's /readyz) must find every listed object in what the handlers fed.
+  {
+    std::lock_guard lock(mu_);
+    synced_ = true;
+  }
+  cv_.notify_all();
   return true;
 }
 

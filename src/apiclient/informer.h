@@ -84,7 +84,7 @@ class Informer {
 
   void start();
   void stop();  // idempotent; joins the thread
-  // Whether the first list has been applied, waiting up to `timeout`.
+  // Whether the first list has been applied and handed to every handler, waiting up to `timeout`.
   bool wait_for_sync(std::chrono::milliseconds timeout);
   bool synced() const;
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <thread>
 
@@ -93,6 +94,49 @@ TEST(Informer, SyncsFollowsAndIndexes) {
   EXPECT_GT(inf.stats().lists, lists);
   EXPECT_EQ(inf.stats().relists_after_gone, 1u);
   EXPECT_EQ(inf.stats().errors, 1u);  // one failed relist (6 tries), then a good one
+  inf.stop();
+}
+
+// synced() (what a scheduler's /readyz waits for) turns true only once every handler holds the first
+// list: the first add is held here until the test has seen the informer not synced.
+TEST(Informer, SyncedOnlyOnceTheHandlersHoldTheFirstList) {
+  StandIn server;
+  auto writer = client_for(token_config(server));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(writer->create(resources::kPods, "default", bound_pod("p" + std::to_string(i), "n1")));
+  auto reader = client_for(token_config(server));
+  InformerOptions o;
+  o.resource = resources::kPods;
+  Informer inf(*reader, o);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false;
+  bool released = false;
+  size_t added = 0;
+  inf.add_handlers({[&](const ObjectRef&) {
+                      std::unique_lock l(mu);
+                      entered = true;
+                      cv.notify_all();
+                      cv.wait(l, [&] { return released; });
+                      ++added;
+                    },
+                    nullptr, nullptr});
+  inf.start();
+  {
+    std::unique_lock l(mu);
+    ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(10), [&] { return entered; })) << inf.last_error();
+  }
+  EXPECT_FALSE(inf.synced());
+  EXPECT_FALSE(inf.wait_for_sync(std::chrono::milliseconds(100)));
+  {
+    std::lock_guard l(mu);
+    released = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(inf.wait_for_sync(std::chrono::seconds(10))) << inf.last_error();
+  {
+    std::lock_guard l(mu);
+    EXPECT_EQ(added, 3u);
+  }
   inf.stop();
 }
 
