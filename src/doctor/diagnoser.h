@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/strings.h"
 #include "doctor/diagnose.h"
 
 namespace kgpu::doctor::detail {
@@ -30,7 +31,6 @@ using sv = std::string_view;
 bool contains(sv haystack, sv needle);
 bool contains_any(sv haystack, std::span<const sv> needles);
 bool contains_any(sv haystack, std::initializer_list<sv> needles);
-std::string lower(sv s);
 // "3d4h", "2h5m", "7m".
 std::string age(int64_t seconds);
 std::string pod_ref(const PodObj& p);  // "pod/<ns>/<name>"

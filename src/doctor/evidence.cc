@@ -18,12 +18,6 @@ bool contains_any(sv haystack, std::initializer_list<sv> needles) {
   return contains_any(haystack, std::span<const sv>(needles.begin(), needles.size()));
 }
 
-std::string lower(sv s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string age(int64_t seconds) {
   if (seconds < 0) seconds = 0;
   if (seconds >= 86400) return fmt::format("{}d{}h", seconds / 86400, seconds % 86400 / 3600);
@@ -37,7 +31,7 @@ Evidence event_evidence(const Obj<k8s::Event>& e) {
   const auto& v = e.v;
   const auto ts = v.last_timestamp.empty() ? v.event_time : v.last_timestamp;
   return Evidence{
-      fmt::format("event {} {} on {}/{}{} (x{}, last {}) at {}", v.type, v.reason, lower(v.involved_object.kind),
+      fmt::format("event {} {} on {}/{}{} (x{}, last {}) at {}", v.type, v.reason, ascii_lower(v.involved_object.kind),
                   v.involved_object.namespace_.empty() ? "" : v.involved_object.namespace_,
                   v.involved_object.namespace_.empty() ? std::string(v.involved_object.name)
                                                        : "/" + std::string(v.involved_object.name),
@@ -89,7 +83,7 @@ std::string patch_command(const std::pair<std::string, std::string>& owner, sv n
   const std::string path = owner.first == "CronJob"
                                ? "{\"spec\":{\"jobTemplate\":{\"spec\":{\"template\":{\"spec\":" + spec_json + "}}}}}"
                                : "{\"spec\":{\"template\":{\"spec\":" + spec_json + "}}}";
-  return fmt::format("kubectl patch {} -n {} {} --type merge -p '{}'", lower(owner.first), ns, owner.second, path);
+  return fmt::format("kubectl patch {} -n {} {} --type merge -p '{}'", ascii_lower(owner.first), ns, owner.second, path);
 }
 
 }  // namespace kgpu::doctor::detail

@@ -113,9 +113,9 @@ const char* sarif_level(Severity s) { return s == Severity::kInfo ? "note" : sev
 std::span<const RuleInfo> rules() { return kRules; }
 
 const RuleInfo* find_rule(std::string_view id_or_name) {
-  const std::string l = lower(id_or_name);
+  const std::string l = ascii_lower(id_or_name);
   for (const RuleInfo& r : kRules) {
-    if (lower(r.id) == l || r.name == l) return &r;
+    if (ascii_lower(r.id) == l || r.name == l) return &r;
   }
   return nullptr;
 }

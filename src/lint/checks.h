@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/strings.h"
 #include "k8s/gpu_resources.h"
 #include "k8s/objects.h"
 #include "lint/lint.h"
@@ -25,18 +26,12 @@ namespace kgpu::lint {
 // The catalog entry of a rule id (catalog.cc); aborts on an unknown id (a typo in the checks).
 const RuleInfo& rule(std::string_view id);
 
-inline std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 inline bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 // GPU008: NVIDIA_VISIBLE_DEVICES set by hand to something other than void/none.
 inline bool is_hand_set_visible_devices(const k8s::EnvVar& e) {
   if (e.name != "NVIDIA_VISIBLE_DEVICES" || !e.value) return false;
-  const std::string v = lower(*e.value);
+  const std::string v = ascii_lower(*e.value);
   return !v.empty() && v != "void" && v != "none";
 }
 
@@ -58,7 +53,7 @@ class Emitter {
       std::string_view list = it->second;
       while (!list.empty()) {
         const size_t comma = list.find(',');
-        std::string item = lower(list.substr(0, comma));
+        std::string item = ascii_lower(list.substr(0, comma));
         std::erase_if(item, [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
         if (item == "all") all_disabled_ = true;
         if (const RuleInfo* r = find_rule(item)) annotation_disabled_.insert(r->id);

@@ -161,7 +161,7 @@ void check_time_slicing(Emitter& e, const k8s::ConfigMap& cm) {
       for (auto f = it->second.begin(); f != it->second.end(); ++f) {
         if (f->first.Scalar() != "failRequestsGreaterThanOne") continue;
         line = line_of(f->first.Mark());
-        const std::string v = lower(f->second.IsScalar() ? f->second.Scalar() : "");
+        const std::string v = ascii_lower(f->second.IsScalar() ? f->second.Scalar() : "");
         set = v == "true";
       }
       if (!set) {

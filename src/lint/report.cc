@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "lint/lint.h"
+#include "common/strings.h"
 
 namespace kgpu::lint {
 
@@ -29,12 +30,6 @@ Counts count(const std::vector<Finding>& findings) {
     }
   }
   return c;
-}
-
-std::string lower_id(std::string_view id) {
-  std::string s(id);
-  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
 }
 
 }  // namespace
@@ -119,7 +114,7 @@ nlohmann::json to_sarif(const Report& report) {
                          {"name", r.name},
                          {"shortDescription", {{"text", r.summary}}},
                          {"fullDescription", {{"text", fmt::format("{} Fix: {}", r.summary, r.fix)}}},
-                         {"help", {{"text", fmt::format("{} See docs/lint.md#{}.", r.fix, lower_id(r.id))}}},
+                         {"help", {{"text", fmt::format("{} See docs/lint.md#{}.", r.fix, ascii_lower(r.id))}}},
                          {"defaultConfiguration", {{"level", sarif_level(r.severity)}}}});
   }
   nlohmann::json results = nlohmann::json::array();

@@ -60,7 +60,7 @@ bool valid_gpu_suffix(std::string_view s) { return s == "gpu" || s == "gpu.share
 
 // The intended suffix for a misspelled one ("gpus" -> "gpu", "mig1g.10GB" -> "mig-1g.10gb"), or nullopt.
 std::optional<std::string> fix_gpu_suffix(std::string_view suffix) {
-  std::string s = lower(suffix);
+  std::string s = ascii_lower(suffix);
   if (valid_gpu_suffix(s)) return s;
   if (size_t at = s.find("mig"); at != std::string::npos) {
     size_t p = at + 3;
@@ -114,8 +114,8 @@ std::optional<std::string> misspelled_gpu_resource(std::string_view name) {
     if (auto fixed = fix_gpu_suffix(suffix)) return "nvidia.com/" + *fixed;
     return std::nullopt;
   }
-  const std::string ld = lower(domain);
-  const std::string ls = lower(suffix);
+  const std::string ld = ascii_lower(domain);
+  const std::string ls = ascii_lower(suffix);
   const bool gpu_word = contains(ls, "gpu") || ls.starts_with("mig") || contains(ls, "nvidia");
   const bool near_domain = ld == "nvidia" || (!ld.empty() && edit_distance(ld, "nvidia.com") <= 2);
   if (!near_domain && !(domain.empty() && gpu_word)) return std::nullopt;
@@ -160,7 +160,7 @@ bool gpu_related(const k8s::PodSpec& spec) {
 }
 
 bool names_inference_server(std::string_view text) {
-  const std::string l = lower(text);
+  const std::string l = ascii_lower(text);
   return std::any_of(kInferenceServers.begin(), kInferenceServers.end(), [&](auto s) { return contains(l, s); });
 }
 

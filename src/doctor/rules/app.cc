@@ -25,7 +25,7 @@ constexpr std::array<sv, 10> kNoGpu = {"Found no NVIDIA driver on your system",
                                        "CUDA available: False"};
 
 bool looks_gpu_image(sv image) {
-  const std::string l = lower(image);
+  const std::string l = ascii_lower(image);
   return contains_any(l, {"cuda", "nvcr.io", "vllm", "pytorch", "tensorflow", "-gpu", "tritonserver", "tgi",
                           "text-generation-inference"});
 }

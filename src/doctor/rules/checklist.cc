@@ -44,7 +44,7 @@ void Diagnoser::checklist() {
       wls.push_back({c.doc, &c.v.job_template.pod_template, nullptr});
   }
   const auto obj = [](const k8s::Document* d) {
-    return fmt::format("{}/{}/{}", lower(d->kind), d->metadata.namespace_, d->metadata.name);
+    return fmt::format("{}/{}/{}", ascii_lower(d->kind), d->metadata.namespace_, d->metadata.name);
   };
   std::set<std::string> team_namespaces;
   for (const auto& w : wls) {
@@ -91,18 +91,18 @@ void Diagnoser::checklist() {
     // Metrics scraped.
     bool scraped = false;
     for (const auto* m : s_.monitors) {
-      const std::string txt = lower(m->metadata.name) + " " + lower(m->metadata.namespace_);
+      const std::string txt = ascii_lower(m->metadata.name) + " " + ascii_lower(m->metadata.namespace_);
       if (contains_any(txt, {"dcgm", "kgpu", "gpu"})) scraped = true;
       if (const k8s::Value* sel = m->root->at({"spec", "selector", "matchLabels"})) {
         for (const auto& e : sel->entries()) {
-          if (contains_any(lower(e.value().text()), {"dcgm", "kgpu"})) scraped = true;
+          if (contains_any(ascii_lower(e.value().text()), {"dcgm", "kgpu"})) scraped = true;
         }
       }
     }
     for (const auto& svc : s_.services) {
       auto it = svc.doc->metadata.annotations.find("prometheus.io/scrape");
       if (it != svc.doc->metadata.annotations.end() && it->second == "true" &&
-          contains_any(lower(svc.name()), {"dcgm", "kgpu"})) {
+          contains_any(ascii_lower(svc.name()), {"dcgm", "kgpu"})) {
         scraped = true;
       }
     }
@@ -240,7 +240,7 @@ void Diagnoser::checklist() {
                                         "the server on the next restart",
                                         c.name, image));
       f.evidence.push_back(Evidence{fmt::format("{} image at {}", o, w.doc->where(c.image.line)), std::string(image)});
-      f.fix.push_back(fmt::format("kubectl set image {}/{} -n {} {}={}:<version>", lower(w.doc->kind),
+      f.fix.push_back(fmt::format("kubectl set image {}/{} -n {} {}={}:<version>", ascii_lower(w.doc->kind),
                                   w.doc->metadata.name, ns, c.name,
                                   tagged ? image.substr(0, image.size() - 7) : image));
     }

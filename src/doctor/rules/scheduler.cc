@@ -392,7 +392,7 @@ std::optional<Finding> Diagnoser::scheduling(const PodObj& p, const GpuRequest& 
           fmt::format("kubectl delete job -n {} {}  # and set activeDeadlineSeconds / ttlSecondsAfterFinished",
                       h.pod->ns(), ho.second));
     } else if (ho.first == "StatefulSet" || ho.first == "Deployment") {
-      f.fix.push_back(fmt::format("kubectl scale {} -n {} {} --replicas=0", lower(ho.first), h.pod->ns(), ho.second));
+      f.fix.push_back(fmt::format("kubectl scale {} -n {} {} --replicas=0", ascii_lower(ho.first), h.pod->ns(), ho.second));
     } else {
       f.fix.push_back(fmt::format("kubectl delete pod -n {} {}", h.pod->ns(), h.pod->name()));
     }
@@ -422,8 +422,8 @@ const Diagnoser::Holders& Diagnoser::holders(const std::string& resource) {
       const auto start = parse_time(q.v.status.start_time.value_or(q.doc->metadata.creation_timestamp));
       const int64_t running = start ? s_.now() - *start : 0;
       std::string why;
-      const std::string lname = lower(q.name()) + " " + lower(label(q.doc, "app")) + " " +
-                                lower(q.v.spec.containers.empty() ? "" : q.v.spec.containers[0].image.value);
+      const std::string lname = ascii_lower(q.name()) + " " + ascii_lower(label(q.doc, "app")) + " " +
+                                ascii_lower(q.v.spec.containers.empty() ? "" : q.v.spec.containers[0].image.value);
       const auto qowner = top_owner(s_, q);
       if (contains_any(lname, {"notebook", "jupyter"}) || qowner.first == "Notebook") {
         why = running >= o_.idle_after_s ? "notebook, running for days: likely idle" : "notebook";

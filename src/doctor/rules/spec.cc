@@ -27,8 +27,8 @@ void Diagnoser::invalid_field_findings() {
     }
     Finding f;
     set_rule(f, RuleId::kInvalidQuantity);
-    f.object = d.metadata.namespace_.empty() ? fmt::format("{}/{}", lower(d.kind), d.metadata.name)
-                                              : fmt::format("{}/{}/{}", lower(d.kind), d.metadata.namespace_,
+    f.object = d.metadata.namespace_.empty() ? fmt::format("{}/{}", ascii_lower(d.kind), d.metadata.name)
+                                              : fmt::format("{}/{}/{}", ascii_lower(d.kind), d.metadata.namespace_,
                                                             d.metadata.name);
     f.summary = fmt::format("input error: {}", bad.message);
     f.details.push_back(
@@ -39,8 +39,8 @@ void Diagnoser::invalid_field_findings() {
     }
     f.evidence.push_back(Evidence{fmt::format("{} at {}", f.object, d.where(bad.line)), bad.message});
     f.fix.push_back(d.metadata.namespace_.empty()
-                        ? fmt::format("kubectl get {} {} -o json", lower(d.kind), d.metadata.name)
-                        : fmt::format("kubectl get {} -n {} {} -o json", lower(d.kind), d.metadata.namespace_,
+                        ? fmt::format("kubectl get {} {} -o json", ascii_lower(d.kind), d.metadata.name)
+                        : fmt::format("kubectl get {} -n {} {} -o json", ascii_lower(d.kind), d.metadata.namespace_,
                                       d.metadata.name));
     add(std::move(f));
   }
@@ -139,7 +139,7 @@ void Diagnoser::spec_findings() {
     if (j.doc->metadata.owner_references.empty()) tpls.push_back({j.doc, &j.v.pod_template});
   }
   for (const auto& c : s_.cron_jobs) tpls.push_back({c.doc, &c.v.job_template.pod_template});
-  const auto obj_of = [](sv kind, sv ns, sv name) { return fmt::format("{}/{}/{}", lower(kind), ns, name); };
+  const auto obj_of = [](sv kind, sv ns, sv name) { return fmt::format("{}/{}/{}", ascii_lower(kind), ns, name); };
   // Events land on the ReplicaSets (<deployment>-<hash>), the Jobs of a CronJob or the object
   // itself: resolved through ownerReferences (by name minus the last "-suffix" only when the
   // ReplicaSet or Job has none in the snapshot), never by a name prefix ("vllm" is not "vllm-small").
